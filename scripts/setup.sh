@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# `make setup`: bring this machine to the point where the chaos tier can run.
+#
+#   1. Debian packages the build and the engine need, installed only when missing.
+#   2. A Docker engine: left alone when one answers, started (dockerd) otherwise.
+#   3. Pinned images, built only when missing or when their inputs changed:
+#      the Debian base (from the mirror), etcd, Apache Kafka, Toxiproxy.
+#
+# Idempotent: a second run on a warm machine installs and rebuilds nothing.
+# Every image carries a label cdc-chaos.inputs-hash; a build happens only when
+# the hash of its inputs (files, pinned versions, parent image id) differs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+# shellcheck source=../images/versions.env
+source images/versions.env
+build_dir=$root/.build
+mkdir -p "$build_dir"
+t0=$SECONDS
+
+step() { printf '==> %s\n' "$*"; }
+info() { printf '    %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+# --- 1. Debian packages -------------------------------------------------------
+# docker.io: the engine (dockerd 20.10, API 1.41); mmdebstrap: the base image;
+# protobuf-compiler: tonic/etcd-client builds; cmake: rdkafka's bundled librdkafka;
+# maven: resolves Kafka's jars from Maven Central.
+step "Debian packages"
+wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates)
+missing=()
+for p in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  info "all present: ${wanted[*]}"
+else
+  [ "$(id -u)" = 0 ] || die "missing packages ${missing[*]} and not root; install them with: sudo apt-get install -y ${missing[*]}"
+  info "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >"$build_dir/apt-update.log" 2>&1 || { tail -20 "$build_dir/apt-update.log" >&2; die "apt-get update failed (log: $build_dir/apt-update.log)"; }
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >"$build_dir/apt-install.log" 2>&1 \
+    || { tail -20 "$build_dir/apt-install.log" >&2; die "apt-get install failed (log: $build_dir/apt-install.log)"; }
+fi
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || die "no Go toolchain found: Toxiproxy is built with 'go install'; install Go (>= 1.22)"
+command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
+command -v cargo >/dev/null 2>&1 || die "no cargo found: install Rust (rustup) first"
+
+# --- 2. Docker engine ---------------------------------------------------------
+step "Docker engine"
+if timeout 10 docker info >/dev/null 2>&1; then
+  info "an engine answers ($(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}'))"
+else
+  info "no engine answers; starting dockerd (log: $build_dir/dockerd.log)"
+  # setsid + redirections: the daemon must not hold this script's output open.
+  setsid dockerd >"$build_dir/dockerd.log" 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    timeout 5 docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  timeout 10 docker info >/dev/null 2>&1 || { tail -20 "$build_dir/dockerd.log" >&2; die "dockerd did not answer within 60 s (log: $build_dir/dockerd.log)"; }
+  info "engine up ($(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}'))"
+fi
+
+# --- 3. Images ----------------------------------------------------------------
+label_of() { docker image inspect -f '{{index .Config.Labels "cdc-chaos.inputs-hash"}}' "$1" 2>/dev/null || true; }
+image_id() { docker image inspect -f '{{.Id}}' "$1"; }
+hash_inputs() { # hash_inputs FILE... -- STRING...
+  { for a in "$@"; do if [ -f "$a" ]; then sha256sum "$a" | cut -c1-64; else printf '%s\n' "$a"; fi; done; } | sha256sum | cut -c1-16
+}
+# up_to_date TAG HASH: true when TAG exists with our label equal to HASH.
+up_to_date() { [ "$(label_of "$1")" = "$2" ]; }
+docker_build() { # docker_build TAG HASH CONTEXT [build args...]
+  local tag=$1 hash=$2 ctx=$3; shift 3
+  local log="$build_dir/build-${tag//[\/:]/_}.log"
+  local t=$SECONDS
+  info "building $tag (inputs $hash; log: $log)"
+  DOCKER_BUILDKIT=0 docker build --force-rm -q -t "$tag" --label "cdc-chaos.inputs-hash=$hash" "$@" "$ctx" >"$log" 2>&1 \
+    || { tail -30 "$log" >&2; die "building $tag failed (log: $log)"; }
+  info "built $tag in $((SECONDS - t)) s"
+}
+
+step "Base image $BASE_IMAGE"
+sources_file=/etc/apt/sources.list.d/debian.sources
+[ -s "$sources_file" ] || sources_file=/etc/apt/sources.list
+base_hash=$(hash_inputs images/base/build.sh "$DEBIAN_SUITE" "$sources_file")
+existing=$(label_of "$BASE_IMAGE")
+if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 && { [ -z "$existing" ] || [ "$existing" = "$base_hash" ]; }; then
+  info "up to date ($( [ -z "$existing" ] && echo 'an official image' || echo "inputs $base_hash"))"
+else
+  info "building from the Debian mirror with mmdebstrap (about 30 s)"
+  t=$SECONDS
+  BASE_IMAGE=$BASE_IMAGE DEBIAN_SUITE=$DEBIAN_SUITE INPUTS_HASH=$base_hash images/base/build.sh \
+    >"$build_dir/build-base.log" 2>&1 || { tail -30 "$build_dir/build-base.log" >&2; die "building $BASE_IMAGE failed (log: $build_dir/build-base.log)"; }
+  info "built $BASE_IMAGE in $((SECONDS - t)) s"
+fi
+base_id=$(image_id "$BASE_IMAGE")
+
+step "etcd image"
+etcd_tag=$IMAGE_PREFIX/etcd:$ETCD_DEB_VERSION
+etcd_hash=$(hash_inputs images/etcd/Dockerfile "$ETCD_DEB_VERSION" "$base_id")
+if up_to_date "$etcd_tag" "$etcd_hash"; then info "$etcd_tag up to date"; else
+  docker_build "$etcd_tag" "$etcd_hash" images/etcd --build-arg "ETCD_DEB_VERSION=$ETCD_DEB_VERSION"
+fi
+
+step "Toxiproxy image"
+toxi_tag=$IMAGE_PREFIX/toxiproxy:${TOXIPROXY_VERSION#v}
+toxi_ctx=$build_dir/toxiproxy-context
+toxi_bin=$build_dir/toxiproxy/$TOXIPROXY_VERSION/server
+if [ ! -x "$toxi_bin" ]; then
+  info "go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+  t=$SECONDS
+  GOBIN=$(dirname "$toxi_bin") CGO_ENABLED=0 go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+    >"$build_dir/go-install-toxiproxy.log" 2>&1 || { tail -20 "$build_dir/go-install-toxiproxy.log" >&2; die "go install of Toxiproxy failed"; }
+  info "built toxiproxy server in $((SECONDS - t)) s"
+fi
+toxi_hash=$(hash_inputs images/toxiproxy/Dockerfile "$TOXIPROXY_VERSION" "$toxi_bin" "$base_id")
+if up_to_date "$toxi_tag" "$toxi_hash"; then info "$toxi_tag up to date"; else
+  rm -rf "$toxi_ctx" && mkdir -p "$toxi_ctx/bin"
+  cp images/toxiproxy/Dockerfile "$toxi_ctx/" && cp "$toxi_bin" "$toxi_ctx/bin/toxiproxy-server"
+  docker_build "$toxi_tag" "$toxi_hash" "$toxi_ctx"
+fi
+
+step "Apache Kafka image"
+kafka_tag=$IMAGE_PREFIX/kafka:$KAFKA_VERSION
+kafka_ctx=$build_dir/kafka-context
+kafka_lib=$build_dir/kafka/$KAFKA_VERSION/lib
+kafka_hash=$(hash_inputs images/kafka/Dockerfile images/kafka/entrypoint.sh images/kafka/log4j2.properties images/kafka/pom.xml "$KAFKA_VERSION" "$KAFKA_SCALA" "$base_id")
+if up_to_date "$kafka_tag" "$kafka_hash"; then info "$kafka_tag up to date"; else
+  if [ ! -f "$kafka_lib/kafka_${KAFKA_SCALA}-${KAFKA_VERSION}.jar" ]; then
+    info "resolving Kafka $KAFKA_VERSION jars from Maven Central (mvn dependency:copy-dependencies)"
+    t=$SECONDS
+    rm -rf "$kafka_lib"
+    (cd images/kafka && mvn -B -q -Dkafka.version="$KAFKA_VERSION" -Dscala.binary="$KAFKA_SCALA" \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$kafka_lib") \
+      >"$build_dir/mvn-kafka.log" 2>&1 || { tail -30 "$build_dir/mvn-kafka.log" >&2; die "resolving Kafka jars failed"; }
+    info "resolved $(ls "$kafka_lib" | wc -l) jars in $((SECONDS - t)) s"
+  fi
+  rm -rf "$kafka_ctx" && mkdir -p "$kafka_ctx"
+  cp images/kafka/Dockerfile images/kafka/entrypoint.sh images/kafka/log4j2.properties "$kafka_ctx/"
+  cp -r "$kafka_lib" "$kafka_ctx/lib"
+  docker_build "$kafka_tag" "$kafka_hash" "$kafka_ctx" --build-arg "KAFKA_VERSION=$KAFKA_VERSION"
+fi
+
+step "setup done in $((SECONDS - t0)) s"
