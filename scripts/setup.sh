@@ -25,9 +25,10 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # --- 1. Debian packages -------------------------------------------------------
 # docker.io: the engine (dockerd 20.10, API 1.41); mmdebstrap: the base image;
 # protobuf-compiler: tonic/etcd-client builds; cmake: rdkafka's bundled librdkafka;
-# maven: resolves Kafka's jars from Maven Central.
+# maven: resolves Kafka's jars from Maven Central; libcurl4-openssl-dev: only its header,
+# which librdkafka 2.12.1 includes under `#ifdef WITH_OAUTHBEARER_OIDC` even when that is 0.
 step "Debian packages"
-wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates)
+wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates libcurl4-openssl-dev)
 missing=()
 for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -108,11 +109,14 @@ fi
 step "Toxiproxy image"
 toxi_tag=$IMAGE_PREFIX/toxiproxy:${TOXIPROXY_VERSION#v}
 toxi_ctx=$build_dir/toxiproxy-context
-toxi_bin=$build_dir/toxiproxy/$TOXIPROXY_VERSION/server
+toxi_bin=$build_dir/toxiproxy/$TOXIPROXY_VERSION-v2/server
 if [ ! -x "$toxi_bin" ]; then
   info "go install github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
   t=$SECONDS
-  GOBIN=$(dirname "$toxi_bin") CGO_ENABLED=0 go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+  # -X ...Version: so the API's /version answers the pinned version, not "git".
+  GOBIN=$(dirname "$toxi_bin") CGO_ENABLED=0 go install \
+      -ldflags "-s -w -X github.com/Shopify/toxiproxy/v2.Version=$TOXIPROXY_VERSION" \
+      "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
     >"$build_dir/go-install-toxiproxy.log" 2>&1 || { tail -20 "$build_dir/go-install-toxiproxy.log" >&2; die "go install of Toxiproxy failed"; }
   info "built toxiproxy server in $((SECONDS - t)) s"
 fi

@@ -1,0 +1,29 @@
+//! The cdc-chaos harness: runs the changefeed system in Docker next to etcd,
+//! Apache Kafka and Toxiproxy, and injects faults on the links between them.
+//!
+//! Modules, from the bottom up:
+//! - [`docker`]: run identity, labels, the run network, reaping and teardown;
+//! - [`images`]: the pinned image tags (from `images/versions.env`);
+//! - [`toxiproxy`]: the Toxiproxy API client;
+//! - [`cluster`]: the topology of one run and its readiness;
+//! - [`kafka`]: host-side Kafka clients (producer, metadata, topic reader);
+//! - [`smoke`]: the smoke scenario of the foundation.
+
+pub mod cluster;
+pub mod docker;
+pub mod images;
+pub mod kafka;
+pub mod smoke;
+pub mod toxiproxy;
+
+/// Initialises `tracing` output once (RUST_LOG filters; default `info`).
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+}

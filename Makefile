@@ -1,0 +1,50 @@
+# cdc-chaos: the two commands are `make chaos` and `make test` (see README.md).
+SHELL := /bin/bash
+# Toolchains installed by rustup and the Go tarball live outside Debian's PATH.
+export PATH := $(PATH):$(HOME)/.cargo/bin:/usr/local/go/bin
+CARGO ?= cargo
+REPORT_DIR ?= reports/out
+
+.PHONY: all setup test unit chaos reap up fmt clippy
+
+all: test
+
+## setup: Debian packages, the Docker engine, and the pinned images (idempotent).
+setup:
+	@bash scripts/setup.sh
+
+## test: setup, then the whole test suite: unit tests (no Docker) and real-container tests.
+test: setup
+	@echo "==> cargo build --workspace --all-targets"
+	@$(CARGO) build --workspace --all-targets --locked
+	@echo "==> unit tests (no Docker)"
+	@$(CARGO) test --workspace --locked --lib --bins
+	@echo "==> real-container tests (etcd, Kafka, Toxiproxy in Docker)"
+	@$(CARGO) test --workspace --locked --test '*'
+
+## unit: only the tests that need no Docker.
+unit:
+	@$(CARGO) test --workspace --locked --lib --bins
+
+## chaos: setup, then the scenario catalog on real containers; reports in $(REPORT_DIR).
+chaos: setup
+	@echo "==> building the harness"
+	@$(CARGO) build -p harness --bin chaos --locked
+	@echo "==> reaping leftovers of earlier runs"
+	@./target/debug/chaos reap
+	@echo "==> smoke scenario (the catalog grows with the scenario issue)"
+	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
+
+## reap: remove containers and networks left by runs whose process is gone.
+reap:
+	@$(CARGO) run -q -p harness --bin chaos --locked -- reap
+
+## up: start etcd, Kafka and Toxiproxy and hold them until Ctrl-C.
+up: setup
+	@$(CARGO) run -q -p harness --bin chaos --locked -- up
+
+fmt:
+	@$(CARGO) fmt --all
+
+clippy:
+	@$(CARGO) clippy --workspace --all-targets --locked -- -D warnings

@@ -1,0 +1,516 @@
+//! The real stack of one run: etcd, Apache Kafka and Toxiproxy in containers
+//! on a run-unique network, with every client link behind its own proxy.
+//!
+//! Owns the topology (names, ports, listeners, proxies), the start order and
+//! the readiness checks (etcd `/health`, Toxiproxy `/version`, Kafka metadata
+//! through each link), and hands out the addresses clients must dial.
+//!
+//! ```text
+//!   host (harness)                 run network cdcchaos-<run>-net
+//!   --------------                 -------------------------------------------------
+//!   link "harness" 127.0.0.1:H --> toxiproxy :19100 --> kafka :9100 (LINK0, adv. 127.0.0.1:H)
+//!   node container ............ --> toxiproxy :19101 --> kafka :9101 (LINK1, adv. toxiproxy:19101)
+//!   verifier 127.0.0.1:V ----------------------------> kafka :9094 (VERIFIER, adv. 127.0.0.1:V)
+//!   observer 127.0.0.1:E ----------------------------> etcd  :2379
+//!   node container ............ --> toxiproxy :12379+i --> etcd :2379
+//! ```
+//!
+//! Kafka advertises, for each link's listener, the address of the proxy in
+//! front of it, so after bootstrap every byte of that client still passes
+//! through Toxiproxy. The verifier listener bypasses all proxies so checks
+//! read Kafka while faults are active.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use testcontainers::core::{ContainerPort, IntoContainerPort};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+use crate::docker::{self, RunGuard, RunId};
+use crate::images::{self, ImageRef};
+use crate::kafka;
+use crate::toxiproxy::{self, Proxy};
+
+const KAFKA_INTERNAL_PORT: u16 = 9092;
+const KAFKA_VERIFIER_PORT: u16 = 9094;
+const KAFKA_LINK_BASE_PORT: u16 = 9100;
+const TOXI_API_PORT: u16 = 8474;
+const TOXI_KAFKA_LINK_BASE_PORT: u16 = 19100;
+const TOXI_ETCD_LINK_BASE_PORT: u16 = 12379;
+const ETCD_CLIENT_PORT: u16 = 2379;
+
+/// Where the client of a link runs, which decides the address Kafka
+/// advertises for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientSide {
+    /// A process on the host (the harness itself): the proxy port is
+    /// published on 127.0.0.1.
+    Host,
+    /// A container on the run network (a CDC node): it dials the Toxiproxy
+    /// container by name.
+    Network,
+}
+
+/// One client's private path to Kafka: a listener plus a proxy.
+#[derive(Debug, Clone)]
+pub struct KafkaLinkSpec {
+    pub name: String,
+    pub side: ClientSide,
+}
+
+impl KafkaLinkSpec {
+    pub fn host(name: &str) -> Self {
+        KafkaLinkSpec {
+            name: name.into(),
+            side: ClientSide::Host,
+        }
+    }
+    pub fn network(name: &str) -> Self {
+        KafkaLinkSpec {
+            name: name.into(),
+            side: ClientSide::Network,
+        }
+    }
+}
+
+/// The shape of a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// One Kafka link (listener + proxy) per client.
+    pub kafka_links: Vec<KafkaLinkSpec>,
+    /// One etcd proxy per named client (network side).
+    pub etcd_links: Vec<String>,
+    /// Bound on each component's readiness.
+    pub startup_timeout: Duration,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        ClusterSpec {
+            kafka_links: vec![KafkaLinkSpec::host("harness")],
+            etcd_links: Vec::new(),
+            startup_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A started client link.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub name: String,
+    pub side: ClientSide,
+    /// The Toxiproxy proxy in front of it.
+    pub proxy: String,
+    /// The address its client dials (for Kafka: the bootstrap server, which
+    /// is also what Kafka advertises on this link's listener).
+    pub address: String,
+}
+
+/// A running stack. Dropping it removes every container and the network
+/// (also during a panic); [`Cluster::shutdown`] does the same and reports.
+pub struct Cluster {
+    run: RunId,
+    network: String,
+    pub etcd: ContainerAsync<GenericImage>,
+    pub toxiproxy: ContainerAsync<GenericImage>,
+    pub kafka: ContainerAsync<GenericImage>,
+    toxi: toxiproxy::Client,
+    kafka_links: Vec<Link>,
+    etcd_links: Vec<Link>,
+    verifier_bootstrap: String,
+    etcd_endpoint: String,
+    // Dropped last: removes whatever the container handles left behind.
+    guard: RunGuard,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("run", &self.run)
+            .field("network", &self.network)
+            .field("kafka_links", &self.kafka_links)
+            .field("etcd_links", &self.etcd_links)
+            .field("verifier_bootstrap", &self.verifier_bootstrap)
+            .field("etcd_endpoint", &self.etcd_endpoint)
+            .finish()
+    }
+}
+
+/// A port that was free on 127.0.0.1 a moment ago, to publish a container
+/// port on a fixed host port (fixed so it survives container restarts).
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Polls `probe` until it succeeds or `timeout` passes; the error names
+/// `what` and carries the probe's last error.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let start = Instant::now();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match probe().await {
+            Ok(v) => {
+                tracing::debug!(
+                    what,
+                    elapsed_ms = start.elapsed().as_millis() as u64,
+                    "ready"
+                );
+                return Ok(v);
+            }
+            Err(e) if start.elapsed() >= timeout => {
+                return Err(e.context(format!("{what}: not ready after {timeout:?}")));
+            }
+            Err(_) => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+async fn image_present(docker: &bollard::Docker, image: ImageRef) -> Result<()> {
+    docker
+        .inspect_image(&image.to_string())
+        .await
+        .map(drop)
+        .map_err(|_| anyhow!("image {image} is missing: run `make setup` to build it"))
+}
+
+fn request(
+    image: ImageRef,
+    run: &RunId,
+    network: &str,
+    component: &str,
+) -> testcontainers::ContainerRequest<GenericImage> {
+    GenericImage::new(image.name, image.tag)
+        .with_container_name(run.name(component))
+        .with_network(network)
+        .with_labels(docker::labels(run))
+        .with_label("cdc-chaos.component", component)
+}
+
+/// The last lines a container printed, for error messages.
+pub async fn log_tail(c: &ContainerAsync<GenericImage>, lines: usize) -> String {
+    let mut out = String::new();
+    for bytes in [c.stdout_to_vec().await, c.stderr_to_vec().await]
+        .into_iter()
+        .flatten()
+    {
+        out.push_str(&String::from_utf8_lossy(&bytes));
+    }
+    let all: Vec<&str> = out.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Cluster {
+    /// Starts etcd, Toxiproxy and Kafka for a new run and waits until each is
+    /// really ready. Leftovers of earlier, dead runs are reaped first.
+    pub async fn start(spec: ClusterSpec) -> Result<Cluster> {
+        let t0 = Instant::now();
+        let names: std::collections::BTreeSet<_> =
+            spec.kafka_links.iter().map(|l| &l.name).collect();
+        if names.len() != spec.kafka_links.len() {
+            bail!(
+                "cluster spec: Kafka link names must be unique, got {:?}",
+                spec.kafka_links
+            );
+        }
+        let docker = docker::connect()?;
+        for image in images::all() {
+            image_present(&docker, image).await?;
+        }
+        docker::reap_leftovers(&docker)
+            .await
+            .context("reaping leftovers of earlier runs")?;
+
+        let run = RunId::new();
+        let guard = RunGuard::new(run.clone());
+        let network = docker::create_network(&docker, &run).await?;
+        let span = tracing::info_span!("cluster", run = %run);
+        let _e = span.enter();
+        tracing::info!(%network, "starting etcd, Toxiproxy and Kafka");
+
+        let etcd_name = run.name("etcd");
+        let toxi_name = run.name("toxiproxy");
+        let kafka_name = run.name("kafka");
+        let etcd_host_port = free_port()?;
+        let toxi_host_port = free_port()?;
+        let verifier_port = free_port()?;
+
+        // Links, proxies and Kafka listeners.
+        let mut kafka_links = Vec::new();
+        let mut proxies = Vec::new();
+        let mut toxi_published = Vec::new();
+        let mut listeners = vec![
+            "CONTROLLER://:9093".to_string(),
+            format!("INTERNAL://:{KAFKA_INTERNAL_PORT}"),
+            format!("VERIFIER://:{KAFKA_VERIFIER_PORT}"),
+        ];
+        let mut advertised = vec![
+            format!("INTERNAL://{kafka_name}:{KAFKA_INTERNAL_PORT}"),
+            format!("VERIFIER://127.0.0.1:{verifier_port}"),
+        ];
+        let mut protocols = vec![
+            "CONTROLLER:PLAINTEXT".to_string(),
+            "INTERNAL:PLAINTEXT".into(),
+            "VERIFIER:PLAINTEXT".into(),
+        ];
+        for (i, l) in spec.kafka_links.iter().enumerate() {
+            let i = i as u16;
+            let listener = format!("LINK{i}");
+            let proxy_port = TOXI_KAFKA_LINK_BASE_PORT + i;
+            let address = match l.side {
+                ClientSide::Host => {
+                    let host_port = free_port()?;
+                    toxi_published.push((host_port, proxy_port));
+                    format!("127.0.0.1:{host_port}")
+                }
+                ClientSide::Network => format!("{toxi_name}:{proxy_port}"),
+            };
+            listeners.push(format!("{listener}://:{}", KAFKA_LINK_BASE_PORT + i));
+            advertised.push(format!("{listener}://{address}"));
+            protocols.push(format!("{listener}:PLAINTEXT"));
+            let proxy = format!("kafka-{}", l.name);
+            proxies.push(Proxy::new(
+                &proxy,
+                format!("0.0.0.0:{proxy_port}"),
+                format!("{kafka_name}:{}", KAFKA_LINK_BASE_PORT + i),
+            ));
+            kafka_links.push(Link {
+                name: l.name.clone(),
+                side: l.side,
+                proxy,
+                address,
+            });
+        }
+        let mut etcd_links = Vec::new();
+        for (i, name) in spec.etcd_links.iter().enumerate() {
+            let port = TOXI_ETCD_LINK_BASE_PORT + i as u16;
+            let proxy = format!("etcd-{name}");
+            proxies.push(Proxy::new(
+                &proxy,
+                format!("0.0.0.0:{port}"),
+                format!("{etcd_name}:{ETCD_CLIENT_PORT}"),
+            ));
+            etcd_links.push(Link {
+                name: name.clone(),
+                side: ClientSide::Network,
+                proxy,
+                address: format!("{toxi_name}:{port}"),
+            });
+        }
+
+        // etcd and Toxiproxy first (Kafka's advertised addresses point at the proxies).
+        let etcd_req = request(images::etcd(), &run, &network, "etcd")
+            .with_mapped_port(etcd_host_port, ETCD_CLIENT_PORT.tcp())
+            .with_cmd([
+                "--name=etcd".to_string(),
+                "--data-dir=/var/lib/etcd-data".into(),
+                format!("--listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}"),
+                format!("--advertise-client-urls=http://{etcd_name}:{ETCD_CLIENT_PORT}"),
+                "--listen-peer-urls=http://0.0.0.0:2380".into(),
+                format!("--initial-advertise-peer-urls=http://{etcd_name}:2380"),
+                format!("--initial-cluster=etcd=http://{etcd_name}:2380"),
+            ])
+            .with_startup_timeout(spec.startup_timeout);
+        let mut toxi_req = request(images::toxiproxy(), &run, &network, "toxiproxy")
+            .with_mapped_port(toxi_host_port, TOXI_API_PORT.tcp())
+            .with_startup_timeout(spec.startup_timeout);
+        for (host, container) in &toxi_published {
+            toxi_req = toxi_req.with_mapped_port(*host, ContainerPort::Tcp(*container));
+        }
+        let (etcd, toxiproxy) = tokio::try_join!(
+            async { etcd_req.start().await.context("starting etcd") },
+            async { toxi_req.start().await.context("starting Toxiproxy") },
+        )?;
+
+        let etcd_endpoint = format!("127.0.0.1:{etcd_host_port}");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let health_url = format!("http://{etcd_endpoint}/health");
+        let etcd_ready = wait_until("etcd /health", spec.startup_timeout, || {
+            let (http, url) = (http.clone(), health_url.clone());
+            async move {
+                let body = http.get(&url).send().await?.text().await?;
+                if body.contains("\"health\":\"true\"") {
+                    Ok(())
+                } else {
+                    bail!("etcd /health said {body}")
+                }
+            }
+        })
+        .await;
+        if let Err(e) = etcd_ready {
+            return Err(e.context(format!("etcd log tail:\n{}", log_tail(&etcd, 20).await)));
+        }
+
+        let toxi = toxiproxy::Client::new(format!("http://127.0.0.1:{toxi_host_port}"));
+        let version = wait_until("Toxiproxy /version", spec.startup_timeout, || {
+            let toxi = toxi.clone();
+            async move { Ok(toxi.version().await?) }
+        })
+        .await?;
+        if !version.contains(images::toxiproxy().tag) {
+            bail!(
+                "Toxiproxy answers version {version}, but {} is pinned: rebuild with `make setup`",
+                images::toxiproxy()
+            );
+        }
+        toxi.populate(&proxies)
+            .await
+            .context("creating the link proxies")?;
+        tracing::info!(toxiproxy = %version, proxies = proxies.len(), "Toxiproxy ready");
+
+        let kafka_req = request(images::kafka(), &run, &network, "kafka")
+            .with_mapped_port(verifier_port, KAFKA_VERIFIER_PORT.tcp())
+            .with_env_var("KAFKA_CFG_LISTENERS", listeners.join(","))
+            .with_env_var("KAFKA_CFG_ADVERTISED_LISTENERS", advertised.join(","))
+            .with_env_var(
+                "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP",
+                protocols.join(","),
+            )
+            .with_startup_timeout(spec.startup_timeout);
+        let kafka = kafka_req.start().await.context("starting Kafka")?;
+
+        let cluster = Cluster {
+            run,
+            network,
+            etcd,
+            toxiproxy,
+            kafka,
+            toxi,
+            kafka_links,
+            etcd_links,
+            verifier_bootstrap: format!("127.0.0.1:{verifier_port}"),
+            etcd_endpoint,
+            guard,
+        };
+        if let Err(e) = cluster.wait_kafka_ready(spec.startup_timeout).await {
+            let tail = log_tail(&cluster.kafka, 30).await;
+            return Err(e.context(format!("Kafka log tail:\n{tail}")));
+        }
+        tracing::info!(
+            elapsed_ms = t0.elapsed().as_millis() as u64,
+            "cluster ready"
+        );
+        Ok(cluster)
+    }
+
+    /// Kafka is ready when metadata through the verifier listener names one
+    /// broker at the verifier address, and metadata through each host-side
+    /// link names the link's proxy address (proof the proxy is advertised).
+    pub async fn wait_kafka_ready(&self, timeout: Duration) -> Result<()> {
+        let verifier = self.verifier_bootstrap.clone();
+        wait_until("Kafka metadata on the verifier listener", timeout, || {
+            let v = verifier.clone();
+            async move {
+                let b = kafka::brokers(&v, Duration::from_secs(3)).await?;
+                if b.len() == 1 && b[0].addr() == v {
+                    Ok(())
+                } else {
+                    bail!("brokers {b:?}")
+                }
+            }
+        })
+        .await?;
+        for link in self
+            .kafka_links
+            .iter()
+            .filter(|l| l.side == ClientSide::Host)
+        {
+            let addr = link.address.clone();
+            wait_until(
+                &format!("Kafka metadata through link {}", link.name),
+                timeout,
+                || {
+                    let a = addr.clone();
+                    async move {
+                        let b = kafka::brokers(&a, Duration::from_secs(3)).await?;
+                        if b.len() == 1 && b[0].addr() == a {
+                            Ok(())
+                        } else {
+                            bail!("brokers {b:?}, expected {a}")
+                        }
+                    }
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.run
+    }
+
+    pub fn network(&self) -> &str {
+        &self.network
+    }
+
+    /// The Toxiproxy API client of this run.
+    pub fn toxiproxy_client(&self) -> &toxiproxy::Client {
+        &self.toxi
+    }
+
+    /// The Kafka link named `name`.
+    pub fn kafka_link(&self, name: &str) -> Result<&Link> {
+        self.kafka_links
+            .iter()
+            .find(|l| l.name == name)
+            .ok_or_else(|| {
+                anyhow!(
+                    "no Kafka link named {name:?}; this cluster has [{}]",
+                    self.kafka_links
+                        .iter()
+                        .map(|l| l.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    }
+
+    pub fn kafka_links(&self) -> &[Link] {
+        &self.kafka_links
+    }
+
+    pub fn etcd_links(&self) -> &[Link] {
+        &self.etcd_links
+    }
+
+    /// Kafka bootstrap for the harness's verifier: bypasses every proxy.
+    pub fn verifier_bootstrap(&self) -> &str {
+        &self.verifier_bootstrap
+    }
+
+    /// etcd client endpoint on the host, bypassing every proxy.
+    pub fn etcd_endpoint(&self) -> &str {
+        &self.etcd_endpoint
+    }
+
+    /// Removes every container and the network now, and reports what was
+    /// left afterwards (0/0 when the teardown held).
+    pub async fn shutdown(self) -> Result<docker::Removed> {
+        let run = self.run.clone();
+        let Cluster {
+            etcd,
+            toxiproxy,
+            kafka,
+            guard,
+            ..
+        } = self;
+        let _ = toxiproxy.rm().await;
+        let _ = kafka.rm().await;
+        let _ = etcd.rm().await;
+        drop(guard);
+        let docker = docker::connect()?;
+        docker::count_run(&docker, &run).await
+    }
+}
