@@ -26,6 +26,9 @@ pub mod sink;
 pub mod tso;
 pub mod upstream;
 
+#[cfg(test)]
+mod mock_tests;
+
 /// The upstream service's gRPC types, generated from `proto/upstream.proto`.
 pub mod proto {
     tonic::include_proto!("upstream");

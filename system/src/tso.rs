@@ -37,7 +37,11 @@ pub struct Tso {
 impl Tso {
     /// An oracle that persists nothing (tests).
     pub fn in_memory() -> Self {
-        Tso { last: 0, limit: u64::MAX, path: None }
+        Tso {
+            last: 0,
+            limit: u64::MAX,
+            path: None,
+        }
     }
 
     /// Opens the oracle whose limit is stored at `path` (created if absent).
@@ -50,7 +54,11 @@ impl Tso {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        Ok(Tso { last: limit, limit, path: Some(path.to_path_buf()) })
+        Ok(Tso {
+            last: limit,
+            limit,
+            path: Some(path.to_path_buf()),
+        })
     }
 
     /// Never hand out a timestamp at or below `ts` (used after log replay).
@@ -100,7 +108,10 @@ mod tests {
             prev = ts;
         }
         let phys = physical_ms(prev);
-        assert!(phys.abs_diff(now_ms()) < 60_000, "physical part is wall-clock ms");
+        assert!(
+            phys.abs_diff(now_ms()) < 60_000,
+            "physical part is wall-clock ms"
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "upstream", about = "The source database of the cdc-chaos changefeed system")]
+#[command(
+    name = "upstream",
+    about = "The source database of the cdc-chaos changefeed system"
+)]
 struct Args {
     /// gRPC listen address.
     #[arg(long, default_value = "0.0.0.0:7000", env = "UPSTREAM_LISTEN")]
@@ -19,7 +22,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let args = Args::parse();
     let store = cdc_system::upstream::store::Store::open(&args.data_dir)?;

@@ -30,23 +30,39 @@ pub fn value_text(v: &Option<Value>) -> Option<String> {
 /// joined by `,` (e.g. `id=42`).
 pub fn key_string(keys: &[Column]) -> String {
     keys.iter()
-        .map(|c| format!("{}={}", c.name, value_text(&c.value).unwrap_or_else(|| "NULL".into())))
+        .map(|c| {
+            format!(
+                "{}={}",
+                c.name,
+                value_text(&c.value).unwrap_or_else(|| "NULL".into())
+            )
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
 
 pub fn int(i: i64) -> Option<Value> {
-    Some(Value { v: Some(V::Int64(i)) })
+    Some(Value {
+        v: Some(V::Int64(i)),
+    })
 }
 
 pub fn string(s: impl Into<String>) -> Option<Value> {
-    Some(Value { v: Some(V::String(s.into())) })
+    Some(Value {
+        v: Some(V::String(s.into())),
+    })
 }
 
 pub fn col(name: &str, value: Option<Value>) -> Column {
-    Column { name: name.into(), value }
+    Column {
+        name: name.into(),
+        value,
+    }
 }
 
 pub fn table(schema: &str, table: &str) -> TableName {
-    TableName { schema: schema.into(), table: table.into() }
+    TableName {
+        schema: schema.into(),
+        table: table.into(),
+    }
 }

@@ -36,7 +36,11 @@ fn table_arg(t: Option<TableName>) -> Result<TableName, Status> {
 
 /// Streams every change of `table` with commit ts > `start_ts` in commit-ts
 /// order, and a resolved ts whenever every change at or below it was sent.
-pub fn subscribe(store: Arc<Store>, table: TableName, start_ts: u64) -> tokio::sync::mpsc::Receiver<SubscribeEvent> {
+pub fn subscribe(
+    store: Arc<Store>,
+    table: TableName,
+    start_ts: u64,
+) -> tokio::sync::mpsc::Receiver<SubscribeEvent> {
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
     tokio::spawn(async move {
         let mut progress = store.progress();
@@ -48,8 +52,18 @@ pub fn subscribe(store: Arc<Store>, table: TableName, start_ts: u64) -> tokio::s
                 if txn.commit_ts <= start_ts {
                     continue;
                 }
-                for ch in txn.changes.iter().filter(|c| c.table.as_ref() == Some(&table)) {
-                    if tx.send(SubscribeEvent { event: Some(Event::Change(ch.clone())) }).await.is_err() {
+                for ch in txn
+                    .changes
+                    .iter()
+                    .filter(|c| c.table.as_ref() == Some(&table))
+                {
+                    if tx
+                        .send(SubscribeEvent {
+                            event: Some(Event::Change(ch.clone())),
+                        })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -57,7 +71,13 @@ pub fn subscribe(store: Arc<Store>, table: TableName, start_ts: u64) -> tokio::s
             pos = pos.max(p.log_len);
             if p.resolved_ts > last_resolved && p.resolved_log_len <= pos {
                 last_resolved = p.resolved_ts;
-                if tx.send(SubscribeEvent { event: Some(Event::ResolvedTs(p.resolved_ts)) }).await.is_err() {
+                if tx
+                    .send(SubscribeEvent {
+                        event: Some(Event::ResolvedTs(p.resolved_ts)),
+                    })
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -73,31 +93,56 @@ pub fn subscribe(store: Arc<Store>, table: TableName, start_ts: u64) -> tokio::s
 #[tonic::async_trait]
 impl Upstream for Service {
     async fn get_ts(&self, _: Request<pb::GetTsRequest>) -> Result<Response<pb::Ts>, Status> {
-        Ok(Response::new(pb::Ts { ts: self.store.next_ts().map_err(status)? }))
+        Ok(Response::new(pb::Ts {
+            ts: self.store.next_ts().map_err(status)?,
+        }))
     }
 
-    async fn create_table(&self, r: Request<pb::CreateTableRequest>) -> Result<Response<pb::CreateTableResponse>, Status> {
-        let def = r.into_inner().table.ok_or_else(|| Status::invalid_argument("CreateTable needs a table definition"))?;
+    async fn create_table(
+        &self,
+        r: Request<pb::CreateTableRequest>,
+    ) -> Result<Response<pb::CreateTableResponse>, Status> {
+        let def = r
+            .into_inner()
+            .table
+            .ok_or_else(|| Status::invalid_argument("CreateTable needs a table definition"))?;
         let created = self.store.create_table(def).map_err(status)?;
         Ok(Response::new(pb::CreateTableResponse { created }))
     }
 
-    async fn list_tables(&self, _: Request<pb::ListTablesRequest>) -> Result<Response<pb::ListTablesResponse>, Status> {
-        Ok(Response::new(pb::ListTablesResponse { tables: self.store.tables() }))
+    async fn list_tables(
+        &self,
+        _: Request<pb::ListTablesRequest>,
+    ) -> Result<Response<pb::ListTablesResponse>, Status> {
+        Ok(Response::new(pb::ListTablesResponse {
+            tables: self.store.tables(),
+        }))
     }
 
-    async fn commit(&self, r: Request<pb::CommitRequest>) -> Result<Response<pb::CommitResponse>, Status> {
+    async fn commit(
+        &self,
+        r: Request<pb::CommitRequest>,
+    ) -> Result<Response<pb::CommitResponse>, Status> {
         let (start_ts, commit_ts) = self.store.commit(&r.into_inner().writes).map_err(status)?;
-        Ok(Response::new(pb::CommitResponse { start_ts, commit_ts }))
+        Ok(Response::new(pb::CommitResponse {
+            start_ts,
+            commit_ts,
+        }))
     }
 
     type SubscribeStream = ReceiverStream<Result<SubscribeEvent, Status>>;
 
-    async fn subscribe(&self, r: Request<pb::SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+    async fn subscribe(
+        &self,
+        r: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
         let r = r.into_inner();
         let table = table_arg(r.table)?;
         if !self.store.has_table(&table) {
-            return Err(Status::not_found(format!("table {} does not exist: create it first or check ListTables", table_str(&table))));
+            return Err(Status::not_found(format!(
+                "table {} does not exist: create it first or check ListTables",
+                table_str(&table)
+            )));
         }
         let mut events = subscribe(self.store.clone(), table, r.start_ts);
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
@@ -111,20 +156,38 @@ impl Upstream for Service {
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
-    async fn read_changes(&self, r: Request<pb::ReadChangesRequest>) -> Result<Response<pb::ReadChangesResponse>, Status> {
+    async fn read_changes(
+        &self,
+        r: Request<pb::ReadChangesRequest>,
+    ) -> Result<Response<pb::ReadChangesResponse>, Status> {
         let r = r.into_inner();
         let table = table_arg(r.table)?;
-        let changes = self.store.changes(&table, r.from_ts, r.to_ts).map_err(|e| status(e.into()))?;
+        let changes = self
+            .store
+            .changes(&table, r.from_ts, r.to_ts)
+            .map_err(|e| status(e.into()))?;
         Ok(Response::new(pb::ReadChangesResponse { changes }))
     }
 
-    async fn read_rows(&self, r: Request<pb::ReadRowsRequest>) -> Result<Response<pb::ReadRowsResponse>, Status> {
+    async fn read_rows(
+        &self,
+        r: Request<pb::ReadRowsRequest>,
+    ) -> Result<Response<pb::ReadRowsResponse>, Status> {
         let table = table_arg(r.into_inner().table)?;
         let (rows, read_ts) = self.store.rows(&table).map_err(|e| status(e.into()))?;
-        Ok(Response::new(pb::ReadRowsResponse { rows: rows.into_iter().map(|columns| pb::Row { columns }).collect(), read_ts }))
+        Ok(Response::new(pb::ReadRowsResponse {
+            rows: rows
+                .into_iter()
+                .map(|columns| pb::Row { columns })
+                .collect(),
+            read_ts,
+        }))
     }
 
-    async fn start_workload(&self, r: Request<pb::WorkloadSpec>) -> Result<Response<pb::WorkloadStatus>, Status> {
+    async fn start_workload(
+        &self,
+        r: Request<pb::WorkloadSpec>,
+    ) -> Result<Response<pb::WorkloadStatus>, Status> {
         let st = self
             .workload
             .start(self.store.clone(), r.into_inner())
@@ -133,11 +196,17 @@ impl Upstream for Service {
         Ok(Response::new(st))
     }
 
-    async fn stop_workload(&self, _: Request<pb::StopWorkloadRequest>) -> Result<Response<pb::WorkloadStatus>, Status> {
+    async fn stop_workload(
+        &self,
+        _: Request<pb::StopWorkloadRequest>,
+    ) -> Result<Response<pb::WorkloadStatus>, Status> {
         Ok(Response::new(self.workload.stop().await))
     }
 
-    async fn get_workload(&self, _: Request<pb::GetWorkloadRequest>) -> Result<Response<pb::WorkloadStatus>, Status> {
+    async fn get_workload(
+        &self,
+        _: Request<pb::GetWorkloadRequest>,
+    ) -> Result<Response<pb::WorkloadStatus>, Status> {
         Ok(Response::new(self.workload.status()))
     }
 }
@@ -170,20 +239,32 @@ impl Server {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let svc = Service { store: store.clone(), workload: Workload::default() };
+        let svc = Service {
+            store: store.clone(),
+            workload: Workload::default(),
+        };
         let task = tokio::spawn(async move {
             let r = tonic::transport::Server::builder()
                 .add_service(UpstreamServer::new(svc))
-                .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
-                    let _ = rx.await;
-                })
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    async {
+                        let _ = rx.await;
+                    },
+                )
                 .await;
             if let Err(e) = r {
                 tracing::error!(error = %e, "upstream server stopped");
             }
         });
         let resolver = spawn_resolver(store.clone());
-        Ok(Server { addr, store, shutdown: Some(tx), task, resolver })
+        Ok(Server {
+            addr,
+            store,
+            shutdown: Some(tx),
+            task,
+            resolver,
+        })
     }
 
     pub fn endpoint(&self) -> String {

@@ -83,7 +83,9 @@ fn unframe(bytes: &[u8]) -> (Vec<LogRecord>, usize) {
     while bytes.len() - at >= 8 {
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
-        let Some(body) = bytes.get(at + 8..at + 8 + len) else { break };
+        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
+            break;
+        };
         if crc32fast::hash(body) != crc {
             break;
         }
@@ -107,23 +109,43 @@ fn value_matches(t: ColumnType, v: &Option<crate::proto::Value>, nullable: bool)
 }
 
 fn validate_def(def: &TableDef) -> Result<(), WriteError> {
-    let name = def.name.as_ref().ok_or_else(|| WriteError::Invalid("table definition without a name".into()))?;
+    let name = def
+        .name
+        .as_ref()
+        .ok_or_else(|| WriteError::Invalid("table definition without a name".into()))?;
     if name.schema.is_empty() || name.table.is_empty() {
-        return Err(WriteError::Invalid("table name needs a schema and a table".into()));
+        return Err(WriteError::Invalid(
+            "table name needs a schema and a table".into(),
+        ));
     }
     if !def.columns.iter().any(|c| c.primary_key) {
-        return Err(WriteError::Invalid(format!("table {} has no primary-key column: mark one with primary_key", table_str(name))));
+        return Err(WriteError::Invalid(format!(
+            "table {} has no primary-key column: mark one with primary_key",
+            table_str(name)
+        )));
     }
     let mut seen = BTreeSet::new();
     for c in &def.columns {
         if !seen.insert(&c.name) {
-            return Err(WriteError::Invalid(format!("table {}: column {} defined twice", table_str(name), c.name)));
+            return Err(WriteError::Invalid(format!(
+                "table {}: column {} defined twice",
+                table_str(name),
+                c.name
+            )));
         }
         if c.r#type() == ColumnType::Unspecified {
-            return Err(WriteError::Invalid(format!("table {}: column {} has no type", table_str(name), c.name)));
+            return Err(WriteError::Invalid(format!(
+                "table {}: column {} has no type",
+                table_str(name),
+                c.name
+            )));
         }
         if c.primary_key && c.nullable {
-            return Err(WriteError::Invalid(format!("table {}: key column {} cannot be nullable", table_str(name), c.name)));
+            return Err(WriteError::Invalid(format!(
+                "table {}: key column {} cannot be nullable",
+                table_str(name),
+                c.name
+            )));
         }
     }
     Ok(())
@@ -132,7 +154,8 @@ fn validate_def(def: &TableDef) -> Result<(), WriteError> {
 impl Inner {
     fn append(&mut self, rec: &LogRecord) -> Result<()> {
         if let Some(f) = &mut self.file {
-            f.write_all(&frame(rec)).context("appending to the change log")?;
+            f.write_all(&frame(rec))
+                .context("appending to the change log")?;
             f.sync_data().context("syncing the change log")?;
         }
         Ok(())
@@ -140,12 +163,18 @@ impl Inner {
 
     fn apply_table(&mut self, def: TableDef) {
         let key = table_str(def.name.as_ref().expect("validated"));
-        self.tables.entry(key).or_insert(TableState { def, rows: BTreeMap::new() });
+        self.tables.entry(key).or_insert(TableState {
+            def,
+            rows: BTreeMap::new(),
+        });
     }
 
     fn apply_txn(&mut self, txn: Txn) {
         for ch in &txn.changes {
-            let t = self.tables.get_mut(&table_str(ch.table.as_ref().expect("validated"))).expect("validated");
+            let t = self
+                .tables
+                .get_mut(&table_str(ch.table.as_ref().expect("validated")))
+                .expect("validated");
             let k = key_string(&ch.keys);
             match ch.r#type() {
                 ChangeType::Delete => {
@@ -162,26 +191,46 @@ impl Inner {
 
     /// Validates `writes` against the current state and turns them into
     /// row changes (keys and images filled in).
-    fn plan(&self, writes: &[RowWrite], start_ts: u64, commit_ts: u64) -> Result<Vec<RowChange>, WriteError> {
+    fn plan(
+        &self,
+        writes: &[RowWrite],
+        start_ts: u64,
+        commit_ts: u64,
+    ) -> Result<Vec<RowChange>, WriteError> {
         if writes.is_empty() {
-            return Err(WriteError::Invalid("a commit needs at least one write".into()));
+            return Err(WriteError::Invalid(
+                "a commit needs at least one write".into(),
+            ));
         }
         let mut touched = BTreeSet::new();
         let mut out = Vec::with_capacity(writes.len());
         for (i, w) in writes.iter().enumerate() {
-            let name = w.table.as_ref().ok_or_else(|| WriteError::Invalid(format!("write #{i} names no table")))?;
+            let name = w
+                .table
+                .as_ref()
+                .ok_or_else(|| WriteError::Invalid(format!("write #{i} names no table")))?;
             let tkey = table_str(name);
-            let t = self.tables.get(&tkey).ok_or_else(|| WriteError::UnknownTable(tkey.clone()))?;
+            let t = self
+                .tables
+                .get(&tkey)
+                .ok_or_else(|| WriteError::UnknownTable(tkey.clone()))?;
             let ty = w.r#type();
             if ty == ChangeType::Unspecified {
-                return Err(WriteError::Invalid(format!("write #{i} on {tkey}: type must be INSERT, UPDATE or DELETE")));
+                return Err(WriteError::Invalid(format!(
+                    "write #{i} on {tkey}: type must be INSERT, UPDATE or DELETE"
+                )));
             }
             for c in &w.columns {
                 let Some(def) = t.def.columns.iter().find(|d| d.name == c.name) else {
                     return Err(WriteError::Invalid(format!(
                         "write #{i} on {tkey}: unknown column {:?}; the table has [{}]",
                         c.name,
-                        t.def.columns.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                        t.def
+                            .columns
+                            .iter()
+                            .map(|d| d.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     )));
                 };
                 if !value_matches(def.r#type(), &c.value, def.nullable) {
@@ -197,13 +246,18 @@ impl Inner {
             let mut keys = Vec::new();
             for d in t.def.columns.iter().filter(|d| d.primary_key) {
                 let c = w.columns.iter().find(|c| c.name == d.name).ok_or_else(|| {
-                    WriteError::Invalid(format!("write #{i} on {tkey}: primary-key column {} is missing", d.name))
+                    WriteError::Invalid(format!(
+                        "write #{i} on {tkey}: primary-key column {} is missing",
+                        d.name
+                    ))
                 })?;
                 keys.push(c.clone());
             }
             let k = key_string(&keys);
             if !touched.insert((tkey.clone(), k.clone())) {
-                return Err(WriteError::Invalid(format!("write #{i} on {tkey}: key {k} is written twice in one transaction")));
+                return Err(WriteError::Invalid(format!(
+                    "write #{i} on {tkey}: key {k} is written twice in one transaction"
+                )));
             }
             let existing = t.rows.get(&k);
             let full_row = || -> Result<Vec<Column>, WriteError> {
@@ -226,12 +280,16 @@ impl Inner {
             let (columns, old_columns) = match (ty, existing) {
                 (ChangeType::Insert, None) => (full_row()?, vec![]),
                 (ChangeType::Insert, Some(_)) => {
-                    return Err(WriteError::Invalid(format!("write #{i}: duplicate key {k} in {tkey}: use UPDATE")))
+                    return Err(WriteError::Invalid(format!(
+                        "write #{i}: duplicate key {k} in {tkey}: use UPDATE"
+                    )))
                 }
                 (ChangeType::Update, Some(old)) => (full_row()?, old.clone()),
                 (ChangeType::Delete, Some(old)) => (old.clone(), vec![]),
                 (_, None) => {
-                    return Err(WriteError::Invalid(format!("write #{i}: no row with key {k} in {tkey} to {ty:?}")))
+                    return Err(WriteError::Invalid(format!(
+                        "write #{i}: no row with key {k} in {tkey} to {ty:?}"
+                    )))
                 }
                 (ChangeType::Unspecified, _) => unreachable!(),
             };
@@ -258,7 +316,13 @@ impl Store {
     fn build(tso: Tso, file: Option<File>, dir: Option<PathBuf>) -> Arc<Store> {
         let (progress, _) = watch::channel(Progress::default());
         Arc::new(Store {
-            inner: Mutex::new(Inner { tso, tables: BTreeMap::new(), log: Vec::new(), file, resolved: 0 }),
+            inner: Mutex::new(Inner {
+                tso,
+                tables: BTreeMap::new(),
+                log: Vec::new(),
+                file,
+                resolved: 0,
+            }),
             progress,
             dir,
         })
@@ -271,7 +335,9 @@ impl Store {
         let path = dir.join("changes.log");
         let mut bytes = Vec::new();
         if path.exists() {
-            File::open(&path)?.read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+            File::open(&path)?
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("reading {}", path.display()))?;
         }
         let (records, valid) = unframe(&bytes);
         if valid < bytes.len() {
@@ -280,7 +346,10 @@ impl Store {
             f.set_len(valid as u64)?;
             f.sync_all()?;
         }
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         let store = Self::build(tso, Some(file), Some(dir.to_path_buf()));
         {
@@ -297,7 +366,11 @@ impl Store {
                 }
             }
             let len = inner.log.len();
-            store.progress.send_replace(Progress { log_len: len, resolved_ts: 0, resolved_log_len: 0 });
+            store.progress.send_replace(Progress {
+                log_len: len,
+                resolved_ts: 0,
+                resolved_log_len: 0,
+            });
             tracing::info!(dir = %dir.display(), tables = inner.tables.len(), txns, last_ts = inner.tso.last(), "change log replayed");
         }
         Ok(store)
@@ -320,19 +393,33 @@ impl Store {
             if t.def == def {
                 return Ok(false);
             }
-            return Err(WriteError::Invalid(format!("table {key} exists with another definition")).into());
+            return Err(
+                WriteError::Invalid(format!("table {key} exists with another definition")).into(),
+            );
         }
-        inner.append(&LogRecord { record: Some(Record::CreateTable(def.clone())) })?;
+        inner.append(&LogRecord {
+            record: Some(Record::CreateTable(def.clone())),
+        })?;
         inner.apply_table(def);
         Ok(true)
     }
 
     pub fn tables(&self) -> Vec<TableDef> {
-        self.inner.lock().unwrap().tables.values().map(|t| t.def.clone()).collect()
+        self.inner
+            .lock()
+            .unwrap()
+            .tables
+            .values()
+            .map(|t| t.def.clone())
+            .collect()
     }
 
     pub fn has_table(&self, t: &TableName) -> bool {
-        self.inner.lock().unwrap().tables.contains_key(&table_str(t))
+        self.inner
+            .lock()
+            .unwrap()
+            .tables
+            .contains_key(&table_str(t))
     }
 
     /// Commits `writes` as one transaction; returns (start ts, commit ts).
@@ -349,14 +436,24 @@ impl Store {
         let mut inner = self.inner.lock().unwrap();
         let writes = {
             let tables = &inner.tables;
-            let exists = |t: &TableName, k: &str| tables.get(&table_str(t)).is_some_and(|t| t.rows.contains_key(k));
+            let exists = |t: &TableName, k: &str| {
+                tables
+                    .get(&table_str(t))
+                    .is_some_and(|t| t.rows.contains_key(k))
+            };
             plan(&exists)?
         };
         let start_ts = inner.tso.next()?;
         let commit_ts = inner.tso.next()?;
         let changes = inner.plan(&writes, start_ts, commit_ts)?;
-        let txn = Txn { start_ts, commit_ts, changes };
-        inner.append(&LogRecord { record: Some(Record::Commit(txn.clone())) })?;
+        let txn = Txn {
+            start_ts,
+            commit_ts,
+            changes,
+        };
+        inner.append(&LogRecord {
+            record: Some(Record::Commit(txn.clone())),
+        })?;
         inner.apply_txn(txn);
         let log_len = inner.log.len();
         drop(inner);
@@ -387,11 +484,20 @@ impl Store {
     pub fn entries(&self, from: usize, to: usize) -> Vec<Arc<Txn>> {
         let inner = self.inner.lock().unwrap();
         let to = to.min(inner.log.len());
-        inner.log.get(from..to).map(|s| s.to_vec()).unwrap_or_default()
+        inner
+            .log
+            .get(from..to)
+            .map(|s| s.to_vec())
+            .unwrap_or_default()
     }
 
     /// Ground truth: changes of `table` with `from_ts < commit_ts <= to_ts`.
-    pub fn changes(&self, table: &TableName, from_ts: u64, to_ts: u64) -> Result<Vec<RowChange>, WriteError> {
+    pub fn changes(
+        &self,
+        table: &TableName,
+        from_ts: u64,
+        to_ts: u64,
+    ) -> Result<Vec<RowChange>, WriteError> {
         let inner = self.inner.lock().unwrap();
         if !inner.tables.contains_key(&table_str(table)) {
             return Err(WriteError::UnknownTable(table_str(table)));
@@ -400,7 +506,12 @@ impl Store {
             .log
             .iter()
             .filter(|t| t.commit_ts > from_ts && t.commit_ts <= to_ts)
-            .flat_map(|t| t.changes.iter().filter(|c| c.table.as_ref() == Some(table)).cloned())
+            .flat_map(|t| {
+                t.changes
+                    .iter()
+                    .filter(|c| c.table.as_ref() == Some(table))
+                    .cloned()
+            })
             .collect())
     }
 
@@ -408,14 +519,26 @@ impl Store {
     /// was read at.
     pub fn rows(&self, table: &TableName) -> Result<(Vec<Vec<Column>>, u64), WriteError> {
         let mut inner = self.inner.lock().unwrap();
-        let ts = inner.tso.next().map_err(|e| WriteError::Invalid(e.to_string()))?;
-        let t = inner.tables.get(&table_str(table)).ok_or_else(|| WriteError::UnknownTable(table_str(table)))?;
+        let ts = inner
+            .tso
+            .next()
+            .map_err(|e| WriteError::Invalid(e.to_string()))?;
+        let t = inner
+            .tables
+            .get(&table_str(table))
+            .ok_or_else(|| WriteError::UnknownTable(table_str(table)))?;
         Ok((t.rows.values().cloned().collect(), ts))
     }
 
     /// The commit ts of the last transaction (0 when none).
     pub fn last_commit_ts(&self) -> u64 {
-        self.inner.lock().unwrap().log.last().map(|t| t.commit_ts).unwrap_or(0)
+        self.inner
+            .lock()
+            .unwrap()
+            .log
+            .last()
+            .map(|t| t.commit_ts)
+            .unwrap_or(0)
     }
 }
 
@@ -429,8 +552,18 @@ mod tests {
         TableDef {
             name: Some(table(schema, name)),
             columns: vec![
-                ColumnDef { name: "id".into(), r#type: ColumnType::Int64 as i32, primary_key: true, nullable: false },
-                ColumnDef { name: "v".into(), r#type: ColumnType::String as i32, primary_key: false, nullable: true },
+                ColumnDef {
+                    name: "id".into(),
+                    r#type: ColumnType::Int64 as i32,
+                    primary_key: true,
+                    nullable: false,
+                },
+                ColumnDef {
+                    name: "v".into(),
+                    r#type: ColumnType::String as i32,
+                    primary_key: false,
+                    nullable: true,
+                },
             ],
         }
     }
@@ -440,7 +573,11 @@ mod tests {
         if let Some(v) = v {
             columns.push(col("v", string(v)));
         }
-        RowWrite { table: Some(table("db", t)), r#type: ty as i32, columns }
+        RowWrite {
+            table: Some(table("db", t)),
+            r#type: ty as i32,
+            columns,
+        }
     }
 
     #[test]
@@ -448,12 +585,45 @@ mod tests {
         let s = Store::in_memory();
         s.create_table(kv_table("db", "t")).unwrap();
         let cases: Vec<(Vec<RowWrite>, &str)> = vec![
-            (vec![w("nope", ChangeType::Insert, 1, None)], "does not exist"),
-            (vec![w("t", ChangeType::Update, 1, Some("x"))], "no row with key id=1"),
-            (vec![w("t", ChangeType::Insert, 1, None), w("t", ChangeType::Insert, 1, None)], "written twice"),
-            (vec![RowWrite { table: Some(table("db", "t")), r#type: 1, columns: vec![col("v", string("x"))] }], "primary-key column id is missing"),
-            (vec![RowWrite { table: Some(table("db", "t")), r#type: 1, columns: vec![col("id", string("1"))] }], "wants Int64"),
-            (vec![RowWrite { table: Some(table("db", "t")), r#type: 1, columns: vec![col("id", int(1)), col("zz", int(1))] }], "unknown column"),
+            (
+                vec![w("nope", ChangeType::Insert, 1, None)],
+                "does not exist",
+            ),
+            (
+                vec![w("t", ChangeType::Update, 1, Some("x"))],
+                "no row with key id=1",
+            ),
+            (
+                vec![
+                    w("t", ChangeType::Insert, 1, None),
+                    w("t", ChangeType::Insert, 1, None),
+                ],
+                "written twice",
+            ),
+            (
+                vec![RowWrite {
+                    table: Some(table("db", "t")),
+                    r#type: 1,
+                    columns: vec![col("v", string("x"))],
+                }],
+                "primary-key column id is missing",
+            ),
+            (
+                vec![RowWrite {
+                    table: Some(table("db", "t")),
+                    r#type: 1,
+                    columns: vec![col("id", string("1"))],
+                }],
+                "wants Int64",
+            ),
+            (
+                vec![RowWrite {
+                    table: Some(table("db", "t")),
+                    r#type: 1,
+                    columns: vec![col("id", int(1)), col("zz", int(1))],
+                }],
+                "unknown column",
+            ),
             (vec![], "at least one write"),
         ];
         for (writes, want) in cases {
@@ -461,8 +631,12 @@ mod tests {
             assert!(err.contains(want), "expected {want:?} in {err:?}");
         }
         assert_eq!(s.last_commit_ts(), 0, "failed commits leave no trace");
-        s.commit(&[w("t", ChangeType::Insert, 1, Some("a"))]).unwrap();
-        let err = s.commit(&[w("t", ChangeType::Insert, 1, Some("b"))]).unwrap_err().to_string();
+        s.commit(&[w("t", ChangeType::Insert, 1, Some("a"))])
+            .unwrap();
+        let err = s
+            .commit(&[w("t", ChangeType::Insert, 1, Some("b"))])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("duplicate key"), "{err}");
     }
 
@@ -474,8 +648,15 @@ mod tests {
             let s = Store::open(dir.path()).unwrap();
             s.create_table(kv_table("db", "t")).unwrap();
             for i in 0..200 {
-                let ty = if i < 100 { ChangeType::Insert } else { ChangeType::Update };
-                written.push(s.commit(&[w("t", ty, i % 100, Some(&format!("v{i}")))]).unwrap());
+                let ty = if i < 100 {
+                    ChangeType::Insert
+                } else {
+                    ChangeType::Update
+                };
+                written.push(
+                    s.commit(&[w("t", ty, i % 100, Some(&format!("v{i}")))])
+                        .unwrap(),
+                );
             }
             s.commit(&[w("t", ChangeType::Delete, 7, None)]).unwrap();
         }
@@ -484,7 +665,10 @@ mod tests {
         assert_eq!(changes.len(), 201);
         let ts: Vec<u64> = changes.iter().map(|c| c.commit_ts).collect();
         assert!(ts.windows(2).all(|w| w[0] < w[1]), "commit-ts order");
-        assert_eq!(&ts[..200], &written.iter().map(|w| w.1).collect::<Vec<_>>()[..]);
+        assert_eq!(
+            &ts[..200],
+            &written.iter().map(|w| w.1).collect::<Vec<_>>()[..]
+        );
         let (rows, _) = s.rows(&table("db", "t")).unwrap();
         assert_eq!(rows.len(), 99);
         // New timestamps stay above everything replayed.
@@ -501,7 +685,10 @@ mod tests {
             s.commit(&[w("t", ChangeType::Insert, 1, None)]).unwrap();
         }
         let path = dir.path().join("changes.log");
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         f.write_all(&[200, 0, 0, 0, 1, 2, 3]).unwrap(); // half a frame
         drop(f);
         let s = Store::open(dir.path()).unwrap();

@@ -13,14 +13,25 @@ use rand::{Rng, SeedableRng};
 
 use super::store::Store;
 use super::{col, int, key_string, string, table_str};
-use crate::proto::{ChangeType, ColumnDef, ColumnType, RowWrite, TableDef, TableName, WorkloadSpec, WorkloadStatus};
+use crate::proto::{
+    ChangeType, ColumnDef, ColumnType, RowWrite, TableDef, TableName, WorkloadSpec, WorkloadStatus,
+};
 
 /// The table shape the workload creates: `id` INT64 key, `v` STRING, `n` INT64.
 pub fn workload_table(name: &TableName) -> TableDef {
-    let c = |n: &str, t: ColumnType, pk: bool| ColumnDef { name: n.into(), r#type: t as i32, primary_key: pk, nullable: !pk };
+    let c = |n: &str, t: ColumnType, pk: bool| ColumnDef {
+        name: n.into(),
+        r#type: t as i32,
+        primary_key: pk,
+        nullable: !pk,
+    };
     TableDef {
         name: Some(name.clone()),
-        columns: vec![c("id", ColumnType::Int64, true), c("v", ColumnType::String, false), c("n", ColumnType::Int64, false)],
+        columns: vec![
+            c("id", ColumnType::Int64, true),
+            c("v", ColumnType::String, false),
+            c("n", ColumnType::Int64, false),
+        ],
     }
 }
 
@@ -32,9 +43,15 @@ pub fn validate(spec: &WorkloadSpec) -> Result<()> {
         bail!("workload: key_space must be at least 1");
     }
     if !(spec.rate >= 0.0 && spec.rate.is_finite()) {
-        bail!("workload: rate must be >= 0 transactions per second (0 = unthrottled), got {}", spec.rate);
+        bail!(
+            "workload: rate must be >= 0 transactions per second (0 = unthrottled), got {}",
+            spec.rate
+        );
     }
-    for (n, r) in [("update_ratio", spec.update_ratio), ("delete_ratio", spec.delete_ratio)] {
+    for (n, r) in [
+        ("update_ratio", spec.update_ratio),
+        ("delete_ratio", spec.delete_ratio),
+    ] {
         if !(0.0..=1.0).contains(&r) {
             bail!("workload: {n} must be within [0, 1], got {r}");
         }
@@ -44,7 +61,10 @@ pub fn validate(spec: &WorkloadSpec) -> Result<()> {
     }
     let rows = spec.rows_per_txn.max(1) as u64;
     if rows > spec.key_space * spec.tables.len() as u64 {
-        bail!("workload: rows_per_txn {rows} exceeds the {} distinct keys", spec.key_space * spec.tables.len() as u64);
+        bail!(
+            "workload: rows_per_txn {rows} exceeds the {} distinct keys",
+            spec.key_space * spec.tables.len() as u64
+        );
     }
     Ok(())
 }
@@ -70,7 +90,12 @@ pub struct Workload {
 
 impl Workload {
     pub fn status(&self) -> WorkloadStatus {
-        let running = self.running.lock().unwrap().as_ref().is_some_and(|r| !r.task.is_finished());
+        let running = self
+            .running
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|r| !r.task.is_finished());
         WorkloadStatus {
             running,
             txns: self.stats.txns.load(Ordering::Relaxed),
@@ -107,7 +132,9 @@ impl Workload {
                 match r {
                     Ok((_, commit)) => {
                         stats.txns.fetch_add(1, Ordering::Relaxed);
-                        stats.rows.fetch_add(spec.rows_per_txn.max(1) as u64, Ordering::Relaxed);
+                        stats
+                            .rows
+                            .fetch_add(spec.rows_per_txn.max(1) as u64, Ordering::Relaxed);
                         stats.last_commit_ts.store(commit, Ordering::Relaxed);
                     }
                     Err(e) => {
@@ -147,7 +174,12 @@ impl Workload {
 
 /// One transaction: `rows_per_txn` distinct (table, key) pairs, each an
 /// insert when the key is absent, else update or delete by the ratios.
-fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&TableName, &str) -> bool) -> Vec<RowWrite> {
+fn plan(
+    rng: &mut impl Rng,
+    spec: &WorkloadSpec,
+    seq: u64,
+    exists: &dyn Fn(&TableName, &str) -> bool,
+) -> Vec<RowWrite> {
     let mut picked = std::collections::BTreeSet::new();
     let mut writes = Vec::new();
     let want = spec.rows_per_txn.max(1) as usize;
@@ -175,7 +207,11 @@ fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&Tabl
             columns.push(col("v", string(format!("t{seq}-r{}", writes.len()))));
             columns.push(col("n", int(seq as i64)));
         }
-        writes.push(RowWrite { table: Some(t.clone()), r#type: ty as i32, columns });
+        writes.push(RowWrite {
+            table: Some(t.clone()),
+            r#type: ty as i32,
+            columns,
+        });
     }
     writes
 }
@@ -200,11 +236,23 @@ mod tests {
     #[test]
     fn bad_specs_are_rejected() {
         for (mutate, want) in [
-            (Box::new(|s: &mut WorkloadSpec| s.tables.clear()) as Box<dyn Fn(&mut WorkloadSpec)>, "at least one table"),
-            (Box::new(|s: &mut WorkloadSpec| s.key_space = 0), "key_space"),
+            (
+                Box::new(|s: &mut WorkloadSpec| s.tables.clear()) as Box<dyn Fn(&mut WorkloadSpec)>,
+                "at least one table",
+            ),
+            (
+                Box::new(|s: &mut WorkloadSpec| s.key_space = 0),
+                "key_space",
+            ),
             (Box::new(|s: &mut WorkloadSpec| s.rate = -1.0), "rate"),
-            (Box::new(|s: &mut WorkloadSpec| s.delete_ratio = 0.9), "must not exceed 1"),
-            (Box::new(|s: &mut WorkloadSpec| s.rows_per_txn = 100), "exceeds"),
+            (
+                Box::new(|s: &mut WorkloadSpec| s.delete_ratio = 0.9),
+                "must not exceed 1",
+            ),
+            (
+                Box::new(|s: &mut WorkloadSpec| s.rows_per_txn = 100),
+                "exceeds",
+            ),
         ] {
             let mut s = spec();
             mutate(&mut s);

@@ -1,0 +1,275 @@
+//! Producing encoded row changes to Kafka with rdkafka.
+//!
+//! Keys are hashed (CRC32 of the key string) onto `partition-num`
+//! partitions so one key always lands in one partition; the producer is
+//! idempotent (with `required-acks=-1`) so retries cannot reorder a
+//! partition. The first delivery failure is kept as the sink's error and the
+//! sink refuses every later send: the producer is not reused after an async
+//! error (TiCDC's sink ends its run loop the same way).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+
+use super::canal_json;
+use super::uri::SinkUri;
+use super::{DmlInfo, SinkError};
+use crate::proto::{RowChange, TableDef};
+use crate::upstream::table_str;
+
+pub struct KafkaSink {
+    uri: SinkUri,
+    producer: FutureProducer,
+    partitions: i32,
+    first_error: Arc<Mutex<Option<SinkError>>>,
+    /// Table definitions by `schema.table`, for encoding.
+    defs: Mutex<HashMap<String, TableDef>>,
+}
+
+/// Resolves when Kafka acknowledges (or fails) one message.
+pub type Delivery = futures::future::BoxFuture<'static, Result<(), SinkError>>;
+
+fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    let timeout = uri.write_timeout.as_millis().to_string();
+    c.set("bootstrap.servers", uri.bootstrap())
+        .set(
+            "client.id",
+            uri.client_id
+                .clone()
+                .unwrap_or_else(|| format!("cdc-{changefeed}")),
+        )
+        .set("message.timeout.ms", &timeout)
+        .set(
+            "request.timeout.ms",
+            uri.write_timeout.as_millis().min(30_000).to_string(),
+        )
+        .set(
+            "socket.connection.setup.timeout.ms",
+            uri.dial_timeout.as_millis().max(1000).to_string(),
+        )
+        .set(
+            "message.max.bytes",
+            uri.max_message_bytes.max(1000).to_string(),
+        )
+        .set("acks", uri.required_acks.to_string())
+        .set("linger.ms", "5")
+        .set("reconnect.backoff.ms", "100")
+        .set("reconnect.backoff.max.ms", "1000")
+        .set("log_level", "4");
+    if uri.required_acks == -1 {
+        c.set("enable.idempotence", "true");
+    } else {
+        // Without idempotence only one request in flight keeps a partition in order.
+        c.set("max.in.flight.requests.per.connection", "1");
+    }
+    c
+}
+
+/// The partition of a key among `partitions`.
+pub fn partition_of(key: &str, partitions: i32) -> i32 {
+    (crc32fast::hash(key.as_bytes()) % partitions.max(1) as u32) as i32
+}
+
+impl KafkaSink {
+    /// Creates the producer and makes sure the topic exists with at least
+    /// `partition-num` partitions (creating it when absent).
+    pub async fn new(changefeed: &str, uri: &SinkUri) -> Result<KafkaSink, SinkError> {
+        let new_err = |detail: String| SinkError::NewProducer {
+            bootstrap: uri.bootstrap(),
+            detail,
+        };
+        let producer: FutureProducer = config(uri, changefeed)
+            .create()
+            .map_err(|e| new_err(e.to_string()))?;
+        let topic_err = |detail: String| SinkError::Topic {
+            topic: uri.topic.clone(),
+            detail,
+        };
+        let want = uri.partition_num.unwrap_or(3);
+        let existing = Self::topic_partitions(&producer, &uri.topic, uri.dial_timeout)
+            .await
+            .map_err(topic_err)?;
+        let actual = match existing {
+            Some(n) => n,
+            None => {
+                let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+                    .set("bootstrap.servers", uri.bootstrap())
+                    .create()
+                    .map_err(|e| new_err(e.to_string()))?;
+                let nt = NewTopic::new(
+                    &uri.topic,
+                    want,
+                    TopicReplication::Fixed(uri.replication_factor),
+                );
+                let res = admin
+                    .create_topics(
+                        [&nt],
+                        &AdminOptions::new().operation_timeout(Some(uri.dial_timeout)),
+                    )
+                    .await
+                    .map_err(|e| topic_err(format!("creating: {e}")))?;
+                for r in res {
+                    match r {
+                        Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                        Err((_, e)) => return Err(topic_err(format!("creating: {e}"))),
+                    }
+                }
+                Self::topic_partitions(&producer, &uri.topic, uri.dial_timeout)
+                    .await
+                    .map_err(topic_err)?
+                    .ok_or_else(|| topic_err("created but not in metadata".into()))?
+            }
+        };
+        let partitions = match uri.partition_num {
+            Some(n) if n > actual => {
+                return Err(topic_err(format!(
+                    "partition-num {n} is larger than the topic's {actual} partitions"
+                )))
+            }
+            Some(n) => n,
+            None => actual,
+        };
+        Ok(KafkaSink {
+            uri: uri.clone(),
+            producer,
+            partitions,
+            first_error: Arc::new(Mutex::new(None)),
+            defs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    async fn topic_partitions(
+        p: &FutureProducer,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Option<i32>, String> {
+        let (p, topic) = (p.clone(), topic.to_string());
+        tokio::task::spawn_blocking(move || {
+            let md = p
+                .client()
+                .fetch_metadata(Some(&topic), timeout)
+                .map_err(|e| format!("metadata: {e}"))?;
+            let t = md.topics().iter().find(|t| t.name() == topic);
+            Ok(match t {
+                Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                    Some(t.partitions().len() as i32)
+                }
+                _ => None,
+            })
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    pub fn uri(&self) -> &SinkUri {
+        &self.uri
+    }
+
+    pub fn partitions(&self) -> i32 {
+        self.partitions
+    }
+
+    /// Registers the definition of a table this sink will write.
+    pub fn register_table(&self, def: TableDef) {
+        if let Some(n) = &def.name {
+            self.defs.lock().unwrap().insert(table_str(n), def);
+        }
+    }
+
+    /// The first error the sink met, if any.
+    pub fn error(&self) -> Option<SinkError> {
+        self.first_error.lock().unwrap().clone()
+    }
+
+    /// Encodes and enqueues `change`; the returned future resolves when
+    /// Kafka acknowledges it. Fails at once when the sink already failed.
+    pub async fn send(&self, change: &RowChange) -> Result<Delivery, SinkError> {
+        if let Some(first) = self.error() {
+            return Err(SinkError::Unusable {
+                first: first.to_string(),
+            });
+        }
+        let table = SinkError::for_change(change);
+        let def = self
+            .defs
+            .lock()
+            .unwrap()
+            .get(&table)
+            .cloned()
+            .unwrap_or_default();
+        let payload = canal_json::encode(change, &def, self.uri.enable_tidb_extension);
+        if payload.len() > self.uri.max_message_bytes {
+            let e = SinkError::MessageTooLarge {
+                table,
+                size: payload.len(),
+                max: self.uri.max_message_bytes,
+            };
+            self.first_error.lock().unwrap().get_or_insert(e.clone());
+            return Err(e);
+        }
+        let key = canal_json::message_key(change);
+        let partition = partition_of(&key, self.partitions);
+        let fut = loop {
+            let rec = FutureRecord::to(&self.uri.topic)
+                .partition(partition)
+                .key(&key)
+                .payload(&payload);
+            match self.producer.send_result(rec) {
+                Ok(f) => break f,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err((e, _)) => {
+                    let err = SinkError::AsyncSend {
+                        topic: self.uri.topic.clone(),
+                        partition,
+                        dml: DmlInfo::of(change),
+                        client_error: e.to_string(),
+                    };
+                    self.first_error.lock().unwrap().get_or_insert(err.clone());
+                    return Err(err);
+                }
+            }
+        };
+        let first = self.first_error.clone();
+        let topic = self.uri.topic.clone();
+        let dml = DmlInfo::of(change);
+        Ok(Box::pin(async move {
+            match fut.await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((e, _))) => {
+                    let err = SinkError::AsyncSend {
+                        topic,
+                        partition,
+                        dml,
+                        client_error: e.to_string(),
+                    };
+                    let mut f = first.lock().unwrap();
+                    if f.is_none() {
+                        tracing::warn!(error = %err, "kafka sink failed; the producer will not be reused");
+                        *f = Some(err.clone());
+                    }
+                    Err(err)
+                }
+                Err(_canceled) => Err(SinkError::Closed),
+            }
+        }))
+    }
+
+    /// Flushes what is queued (bounded by `timeout`) and drops the producer.
+    pub async fn close(self, timeout: Duration) {
+        let p = self.producer;
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = p.flush(timeout);
+            drop(p);
+        })
+        .await;
+    }
+}
