@@ -71,7 +71,7 @@ impl Tso {
         self.last
     }
 
-    pub fn next(&mut self) -> Result<u64> {
+    pub fn allocate(&mut self) -> Result<u64> {
         let ts = compose(now_ms(), 0).max(self.last + 1);
         if ts >= self.limit {
             let limit = compose(physical_ms(ts) + WINDOW_MS, 0);
@@ -103,7 +103,7 @@ mod tests {
         let mut t = Tso::in_memory();
         let mut prev = 0;
         for _ in 0..100_000 {
-            let ts = t.next().unwrap();
+            let ts = t.allocate().unwrap();
             assert!(ts > prev);
             prev = ts;
         }
@@ -122,7 +122,7 @@ mod tests {
         for _ in 0..5 {
             let mut t = Tso::open(&path).unwrap();
             for _ in 0..1000 {
-                let ts = t.next().unwrap();
+                let ts = t.allocate().unwrap();
                 assert!(ts > max, "a restarted oracle handed out {ts} <= {max}");
                 max = ts;
             }

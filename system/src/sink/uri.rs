@@ -173,7 +173,7 @@ impl SinkUri {
                     out.required_acks = v
                         .parse()
                         .ok()
-                        .filter(|n| matches!(n, -1 | 0 | 1))
+                        .filter(|n| (-1..=1).contains(n))
                         .ok_or_else(|| bad("-1 (all), 0 (none) or 1 (leader)"))?
                 }
                 "kafka-client-id" => {

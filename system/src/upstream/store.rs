@@ -381,7 +381,7 @@ impl Store {
     }
 
     pub fn next_ts(&self) -> Result<u64> {
-        self.inner.lock().unwrap().tso.next()
+        self.inner.lock().unwrap().tso.allocate()
     }
 
     /// Creates a table; `Ok(false)` when an identical table exists.
@@ -443,8 +443,8 @@ impl Store {
             };
             plan(&exists)?
         };
-        let start_ts = inner.tso.next()?;
-        let commit_ts = inner.tso.next()?;
+        let start_ts = inner.tso.allocate()?;
+        let commit_ts = inner.tso.allocate()?;
         let changes = inner.plan(&writes, start_ts, commit_ts)?;
         let txn = Txn {
             start_ts,
@@ -464,7 +464,7 @@ impl Store {
     /// Publishes a fresh resolved ts: no commit at or below it can appear later.
     pub fn advance_resolved(&self) -> Result<u64> {
         let mut inner = self.inner.lock().unwrap();
-        let ts = inner.tso.next()?;
+        let ts = inner.tso.allocate()?;
         inner.resolved = ts;
         let len = inner.log.len();
         drop(inner);
@@ -521,7 +521,7 @@ impl Store {
         let mut inner = self.inner.lock().unwrap();
         let ts = inner
             .tso
-            .next()
+            .allocate()
             .map_err(|e| WriteError::Invalid(e.to_string()))?;
         let t = inner
             .tables

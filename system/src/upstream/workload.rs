@@ -152,7 +152,7 @@ impl Workload {
                             _ = stopped.changed() => {}
                         }
                     }
-                    None if n % 64 == 0 => tokio::task::yield_now().await,
+                    None if n.is_multiple_of(64) => tokio::task::yield_now().await,
                     None => {}
                 }
             }
@@ -172,46 +172,44 @@ impl Workload {
     }
 }
 
-/// One transaction: `rows_per_txn` distinct (table, key) pairs, each an
-/// insert when the key is absent, else update or delete by the ratios.
-fn plan(
-    rng: &mut impl Rng,
-    spec: &WorkloadSpec,
-    seq: u64,
-    exists: &dyn Fn(&TableName, &str) -> bool,
-) -> Vec<RowWrite> {
+/// One transaction of `rows_per_txn` distinct (table, key) pairs. Each row
+/// first draws its operation (delete, update, else insert, by the ratios),
+/// then a key that fits it (an existing key for update/delete, a free one for
+/// insert, a few tries each); a row whose draw finds no fitting key takes the
+/// operation the key it found allows.
+fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&TableName, &str) -> bool) -> Vec<RowWrite> {
     let mut picked = std::collections::BTreeSet::new();
     let mut writes = Vec::new();
     let want = spec.rows_per_txn.max(1) as usize;
     while writes.len() < want {
-        let t = &spec.tables[rng.random_range(0..spec.tables.len())];
-        let id = rng.random_range(0..spec.key_space) as i64;
-        if !picked.insert((table_str(t), id)) {
-            continue;
-        }
-        let keys = [col("id", int(id))];
-        let ty = if exists(t, &key_string(&keys)) {
-            let x: f64 = rng.random();
-            if x < spec.delete_ratio {
-                ChangeType::Delete
-            } else if x < spec.delete_ratio + spec.update_ratio {
-                ChangeType::Update
-            } else {
-                ChangeType::Update
+        let x: f64 = rng.random();
+        let want_existing = x < spec.delete_ratio + spec.update_ratio;
+        let mut choice = None;
+        for _ in 0..8 {
+            let t = &spec.tables[rng.random_range(0..spec.tables.len())];
+            let id = rng.random_range(0..spec.key_space) as i64;
+            if picked.contains(&(table_str(t), id)) {
+                continue;
             }
-        } else {
-            ChangeType::Insert
+            let found = exists(t, &key_string(&[col("id", int(id))]));
+            choice = Some((t.clone(), id, found));
+            if found == want_existing {
+                break;
+            }
+        }
+        let Some((t, id, found)) = choice else { continue };
+        picked.insert((table_str(&t), id));
+        let ty = match (found, x < spec.delete_ratio) {
+            (false, _) => ChangeType::Insert,
+            (true, true) => ChangeType::Delete,
+            (true, false) => ChangeType::Update,
         };
         let mut columns = vec![col("id", int(id))];
         if ty != ChangeType::Delete {
             columns.push(col("v", string(format!("t{seq}-r{}", writes.len()))));
             columns.push(col("n", int(seq as i64)));
         }
-        writes.push(RowWrite {
-            table: Some(t.clone()),
-            r#type: ty as i32,
-            columns,
-        });
+        writes.push(RowWrite { table: Some(t), r#type: ty as i32, columns });
     }
     writes
 }
