@@ -7,7 +7,8 @@
 //! - [`toxiproxy`]: the Toxiproxy API client;
 //! - [`cluster`]: the topology of one run and its readiness;
 //! - [`kafka`]: host-side Kafka clients (producer, metadata, topic reader);
-//! - [`smoke`]: the smoke scenario of the foundation.
+//! - [`smoke`]: the smoke scenario of the foundation;
+//! - [`verifier`]: joins Kafka with the upstream ground truth (no data loss).
 
 pub mod cluster;
 pub mod docker;
@@ -15,6 +16,7 @@ pub mod images;
 pub mod kafka;
 pub mod smoke;
 pub mod toxiproxy;
+pub mod verifier;
 
 /// Initialises `tracing` output once (RUST_LOG filters; default `info`).
 pub fn init_tracing() {
