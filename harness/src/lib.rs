@@ -8,12 +8,18 @@
 //! - [`cluster`]: the topology of one run and its readiness;
 //! - [`kafka`]: host-side Kafka clients (producer, metadata, topic reader);
 //! - [`smoke`]: the smoke scenario of the foundation;
-//! - [`verifier`]: joins Kafka with the upstream ground truth (no data loss).
+//! - [`verifier`]: joins Kafka with the upstream ground truth (no data loss);
+//! - [`scenario`]: scenario files (TOML): schema, parsing, validation;
+//! - [`run_model`]: the record of one run (`run.json`);
+//! - [`checker`]: invariant checkers, pure functions of a run.
 
+pub mod checker;
 pub mod cluster;
 pub mod docker;
 pub mod images;
 pub mod kafka;
+pub mod run_model;
+pub mod scenario;
 pub mod smoke;
 pub mod toxiproxy;
 pub mod verifier;

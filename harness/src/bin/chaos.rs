@@ -2,14 +2,22 @@
 //!
 //! The foundation ships `up` (start the stack and hold it), `smoke` (the smoke
 //! scenario) and `reap` (remove leftovers of dead runs). The scenario issue
-//! adds `list`, `validate` and `run`.
+//! adds `list` (the catalog and its expected verdicts), `validate` (check
+//! scenario files, start nothing) and `check` (judge a recorded `run.json`);
+//! `run` comes with the observer.
+//!
+//! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
+//! 4 INCONCLUSIVE, 5 invalid scenario file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use harness::checker;
 use harness::cluster::{Cluster, ClusterSpec};
+use harness::run_model::{Run, Verdict};
+use harness::scenario::{self, Profile};
 
 #[derive(Parser)]
 #[command(
@@ -33,10 +41,164 @@ enum Cmd {
     Up,
     /// Remove containers and networks left by runs whose process is gone.
     Reap,
+    /// List the scenario catalog with the verdict each scenario expects per profile.
+    List {
+        /// The catalog directory.
+        #[arg(long, default_value = "scenarios")]
+        dir: PathBuf,
+    },
+    /// Validate scenario files (or every *.toml of a directory); starts nothing.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Run the checkers on a recorded run.json; the exit code is the verdict.
+    Check { run_json: PathBuf },
 }
 
-async fn real_main(cli: Cli) -> Result<()> {
-    match cli.cmd {
+/// Exit code of `validate`/`list` when a scenario file is invalid.
+const EXIT_INVALID_SCENARIO: u8 = 5;
+
+fn validate(files: &[PathBuf]) -> ExitCode {
+    let mut paths = Vec::new();
+    for f in files {
+        if f.is_dir() {
+            match scenario::files_in(f) {
+                Ok(found) if found.is_empty() => {
+                    eprintln!("chaos: {}: no *.toml files", f.display());
+                    return ExitCode::from(EXIT_INVALID_SCENARIO);
+                }
+                Ok(found) => paths.extend(found),
+                Err(e) => {
+                    eprintln!("chaos: cannot read {}: {e}", f.display());
+                    return ExitCode::from(EXIT_INVALID_SCENARIO);
+                }
+            }
+        } else {
+            paths.push(f.clone());
+        }
+    }
+    let mut bad = 0;
+    for p in &paths {
+        match scenario::load(p) {
+            Ok(s) => println!(
+                "ok      {} ({}: {} node(s), {} step(s), profiles {})",
+                p.display(),
+                s.name,
+                s.cluster.nodes,
+                s.steps.len(),
+                s.expect
+                    .iter()
+                    .map(|(p, e)| format!("{p}={e}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            Err(errors) => {
+                bad += 1;
+                println!("invalid {}", p.display());
+                eprintln!("{errors}");
+            }
+        }
+    }
+    println!(
+        "{} file(s), {} valid, {bad} invalid",
+        paths.len(),
+        paths.len() - bad
+    );
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_INVALID_SCENARIO)
+    }
+}
+
+fn list(dir: &Path) -> ExitCode {
+    let paths = match scenario::files_in(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("chaos: cannot read {}: {e}", dir.display());
+            return ExitCode::from(EXIT_INVALID_SCENARIO);
+        }
+    };
+    let mut bad = 0;
+    println!(
+        "{:<36} {:>5} {:>6} {:<8} {:<8} {:<8}",
+        "scenario", "nodes", "steps", "pre-fix", "fix", "hardened"
+    );
+    for p in &paths {
+        match scenario::load(p) {
+            Ok(s) => {
+                let e = |prof| {
+                    s.expect
+                        .get(&prof)
+                        .map_or("-".to_string(), |e| e.to_string())
+                };
+                println!(
+                    "{:<36} {:>5} {:>6} {:<8} {:<8} {:<8}",
+                    s.name,
+                    s.cluster.nodes,
+                    s.steps.len(),
+                    e(Profile::PreFix),
+                    e(Profile::Fix),
+                    e(Profile::Hardened)
+                );
+            }
+            Err(errors) => {
+                bad += 1;
+                eprintln!("{errors}");
+            }
+        }
+    }
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "chaos: {bad} invalid scenario file(s); see `chaos validate {}`",
+            dir.display()
+        );
+        ExitCode::from(EXIT_INVALID_SCENARIO)
+    }
+}
+
+fn check(path: &Path) -> ExitCode {
+    let run = match std::fs::read_to_string(path)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| Run::from_json(&t))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("chaos: {}: {e:#}", path.display());
+            return ExitCode::from(Verdict::Error.exit_code());
+        }
+    };
+    let (results, verdict) = checker::judge(&run);
+    println!(
+        "{} under {} (seed {})",
+        run.meta.scenario, run.meta.profile, run.meta.seed
+    );
+    for r in &results {
+        println!(
+            "  {:<13} {:<22} {}",
+            r.verdict.as_str(),
+            r.checker,
+            r.summary
+        );
+        for e in &r.evidence {
+            match e.t_ms {
+                Some(t) => println!("      t={:>8} ms  {}", t, e.message),
+                None => println!("      {}", e.message),
+            }
+        }
+    }
+    if let Some(h) = &run.meta.harness_error {
+        println!("  harness error: {h}");
+    }
+    println!("verdict: {verdict}");
+    ExitCode::from(verdict.exit_code())
+}
+
+async fn real_main(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Reap => {
             let docker = harness::docker::connect()?;
             let r = harness::docker::reap_leftovers(&docker).await?;
@@ -88,6 +250,9 @@ async fn real_main(cli: Cli) -> Result<()> {
                 path.display()
             );
         }
+        Cmd::List { .. } | Cmd::Validate { .. } | Cmd::Check { .. } => {
+            unreachable!("handled without a runtime")
+        }
     }
     Ok(())
 }
@@ -95,8 +260,15 @@ async fn real_main(cli: Cli) -> Result<()> {
 fn main() -> ExitCode {
     harness::init_tracing();
     let cli = Cli::parse();
+    // Offline commands: no runtime, no Docker.
+    match &cli.cmd {
+        Cmd::List { dir } => return list(dir),
+        Cmd::Validate { files } => return validate(files),
+        Cmd::Check { run_json } => return check(run_json),
+        _ => {}
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match rt.block_on(real_main(cli)) {
+    match rt.block_on(real_main(cli.cmd)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chaos: error: {e:#}");

@@ -1,0 +1,95 @@
+//! *faults bit*: every injected fault showed an effect (the proxy lists the
+//! toxic, a new node ID, a coordinator change, a failpoint hit...). A fault
+//! without an effect makes the run INCONCLUSIVE: a PASS would prove nothing.
+//! A fault step the harness could not carry out is an ERROR.
+
+use super::{at, result};
+use crate::run_model::{CheckResult, Run, StepOutcome, Verdict};
+
+pub const NAME: &str = "faults-bit";
+
+pub fn check(run: &Run) -> CheckResult {
+    let failed: Vec<_> = run
+        .steps
+        .iter()
+        .filter_map(|s| match &s.outcome {
+            StepOutcome::Failed { message } => Some(at(
+                s.started_ms,
+                format!("step {} ({}) failed: {message}", s.index, s.action),
+            )),
+            _ => None,
+        })
+        .collect();
+    if !failed.is_empty() {
+        return result(
+            NAME,
+            Verdict::Error,
+            "the harness could not carry out a step",
+            failed,
+        );
+    }
+    let toothless: Vec<_> = run
+        .faults
+        .iter()
+        .filter(|f| f.effects.is_empty())
+        .map(|f| {
+            at(
+                f.injected_ms,
+                format!(
+                    "fault `{}` ({}{}) showed no effect",
+                    f.id,
+                    f.action,
+                    f.target
+                        .as_ref()
+                        .map(|t| format!(" on {} -> node {}", t.spec, t.node))
+                        .unwrap_or_default()
+                ),
+            )
+        })
+        .collect();
+    if !toothless.is_empty() {
+        let n = toothless.len();
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            format!("{n} of {} fault(s) showed no effect", run.faults.len()),
+            toothless,
+        );
+    }
+    result(
+        NAME,
+        Verdict::Pass,
+        format!("all {} fault(s) showed an effect", run.faults.len()),
+        vec![],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+
+    #[test]
+    fn passes_when_every_fault_bit() {
+        assert_eq!(check(&fixtures::healthy()).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn inconclusive_when_a_fault_showed_nothing() {
+        let mut run = fixtures::healthy();
+        run.faults[0].effects.clear();
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Inconclusive);
+        assert!(r.evidence[0].message.contains("`kafka-timeout`"), "{r:?}");
+        assert_eq!(r.evidence[0].t_ms, Some(fixtures::FAULT_IN));
+    }
+
+    #[test]
+    fn error_when_a_step_failed() {
+        let mut run = fixtures::healthy();
+        run.steps[0].outcome = StepOutcome::Failed {
+            message: "toxiproxy 500".into(),
+        };
+        assert_eq!(check(&run).verdict, Verdict::Error);
+    }
+}

@@ -1,0 +1,147 @@
+//! Checkers: pure functions from a recorded run ([`Run`]) to a verdict with
+//! evidence, in the manner of Jepsen's checkers.
+//!
+//! One module per invariant. A checker never touches the system: it reads the
+//! samples, steps, fault windows and data findings of `run.json`, so a run can
+//! be re-judged (and a checker unit-tested) without Docker. [`judge`] runs all
+//! of them and combines their verdicts (ERROR > FAIL > INCONCLUSIVE > PASS).
+
+pub mod checkpoint_monotonic;
+pub mod faults_bit;
+pub mod no_broken_maintainer;
+pub mod no_data_loss;
+pub mod recovers;
+pub mod single_coordinator;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+use crate::run_model::{CheckResult, Evidence, Run, Verdict};
+
+/// A checker: a pure function of the run.
+pub type Checker = fn(&Run) -> CheckResult;
+
+/// Every checker, by name.
+pub const ALL: &[(&str, Checker)] = &[
+    (recovers::NAME, recovers::check),
+    (no_broken_maintainer::NAME, no_broken_maintainer::check),
+    (no_data_loss::NAME, no_data_loss::check),
+    (checkpoint_monotonic::NAME, checkpoint_monotonic::check),
+    (single_coordinator::NAME, single_coordinator::check),
+    (faults_bit::NAME, faults_bit::check),
+];
+
+/// The checker names, for scenario files (`expect.failing_checkers`).
+pub const NAMES: &[&str] = &[
+    recovers::NAME,
+    no_broken_maintainer::NAME,
+    no_data_loss::NAME,
+    checkpoint_monotonic::NAME,
+    single_coordinator::NAME,
+    faults_bit::NAME,
+];
+
+/// Runs every checker and combines the verdicts; a run that recorded a
+/// harness error is ERROR whatever the checkers say.
+pub fn judge(run: &Run) -> (Vec<CheckResult>, Verdict) {
+    let results: Vec<CheckResult> = ALL.iter().map(|(_, check)| check(run)).collect();
+    let mut verdict = Verdict::combine(results.iter().map(|r| r.verdict));
+    if run.meta.harness_error.is_some() {
+        verdict = Verdict::Error;
+    }
+    (results, verdict)
+}
+
+/// Builds a result; `evidence` caps at [`MAX_EVIDENCE`] entries.
+pub(crate) fn result(
+    checker: &str,
+    verdict: Verdict,
+    summary: impl Into<String>,
+    mut evidence: Vec<Evidence>,
+) -> CheckResult {
+    let total = evidence.len();
+    if total > MAX_EVIDENCE {
+        evidence.truncate(MAX_EVIDENCE);
+        evidence.push(Evidence {
+            t_ms: None,
+            message: format!("... and {} more", total - MAX_EVIDENCE),
+        });
+    }
+    CheckResult {
+        checker: checker.to_string(),
+        verdict,
+        summary: summary.into(),
+        evidence,
+    }
+}
+
+pub(crate) const MAX_EVIDENCE: usize = 20;
+
+pub(crate) fn at(t_ms: u64, message: impl Into<String>) -> Evidence {
+    Evidence {
+        t_ms: Some(t_ms),
+        message: message.into(),
+    }
+}
+
+pub(crate) fn note(message: impl Into<String>) -> Evidence {
+    Evidence {
+        t_ms: None,
+        message: message.into(),
+    }
+}
+
+/// Renders milliseconds as seconds for messages.
+pub(crate) fn secs(ms: u64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn healthy_run_passes_every_checker() {
+        let run = fixtures::healthy();
+        let (results, verdict) = judge(&run);
+        for r in &results {
+            assert_eq!(
+                r.verdict,
+                Verdict::Pass,
+                "{}: {} {:?}",
+                r.checker,
+                r.summary,
+                r.evidence
+            );
+        }
+        assert_eq!(verdict, Verdict::Pass);
+        assert_eq!(results.len(), NAMES.len());
+    }
+
+    #[test]
+    fn harness_error_makes_the_run_error() {
+        let mut run = fixtures::healthy();
+        run.meta.harness_error = Some("kafka did not start".into());
+        assert_eq!(judge(&run).1, Verdict::Error);
+    }
+
+    #[test]
+    fn seed_bug_run_fails_on_no_broken_maintainer_only_among_safety_checkers() {
+        let run = fixtures::seed_bug();
+        let (results, verdict) = judge(&run);
+        assert_eq!(verdict, Verdict::Fail);
+        let by = |n: &str| results.iter().find(|r| r.checker == n).unwrap().verdict;
+        assert_eq!(by(no_broken_maintainer::NAME), Verdict::Fail);
+        assert_eq!(by(recovers::NAME), Verdict::Fail);
+        assert_eq!(by(single_coordinator::NAME), Verdict::Pass);
+        assert_eq!(by(checkpoint_monotonic::NAME), Verdict::Pass);
+    }
+
+    #[test]
+    fn evidence_is_capped() {
+        let ev = (0..50).map(|i| at(i, "x")).collect();
+        let r = result("x", Verdict::Fail, "s", ev);
+        assert_eq!(r.evidence.len(), MAX_EVIDENCE + 1);
+        assert!(r.evidence.last().unwrap().message.contains("30 more"));
+    }
+}

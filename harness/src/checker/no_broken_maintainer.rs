@@ -1,0 +1,287 @@
+//! *no broken maintainer* (reference §6.4 I1, I2, I7; the #3952 violation):
+//! - when the coordinator says a changefeed is replicating on node N (epoch
+//!   E), then within `bounds.maintainer_bootstrap_ms` N hosts a maintainer of
+//!   it with epoch E, bootstrapped and not removal-only, and keeps hosting it
+//!   while the binding holds;
+//! - no removal-only maintainer lives longer than `bounds.removal_only_ms`;
+//! - at most one live (not removal-only, not removing) maintainer per
+//!   changefeed at any sample.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{at, result, secs};
+use crate::run_model::{CheckResult, MaintainerObs, Run, Sample, Verdict};
+
+pub const NAME: &str = "no-broken-maintainer";
+
+fn describe(ms: &[&MaintainerObs]) -> String {
+    if ms.is_empty() {
+        return "no maintainer of it".into();
+    }
+    ms.iter()
+        .map(|m| {
+            format!(
+                "a {}maintainer of epoch {} (bootstrap_done={}, checkpoint {})",
+                if m.removal_only { "removal-only " } else { "" },
+                m.epoch,
+                m.bootstrap_done,
+                m.checkpoint_ts
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
+    let bound = run.bounds.maintainer_bootstrap_ms;
+    for name in &run.changefeeds {
+        // (node id, epoch, since, already reported)
+        let mut binding: Option<(String, u64, u64, bool)> = None;
+        for s in &run.samples {
+            let Some(c) = s.changefeeds.iter().find(|c| &c.name == name) else {
+                continue;
+            };
+            let node_id = match (&c.maintainer_node_id, c.scheduling.as_str()) {
+                (Some(n), "replicating") => n.clone(),
+                _ => {
+                    binding = None;
+                    continue;
+                }
+            };
+            match &binding {
+                Some((n, e, _, _)) if *n == node_id && *e == c.epoch => {}
+                _ => binding = Some((node_id.clone(), c.epoch, s.t_ms, false)),
+            }
+            let (_, epoch, since, reported) = binding.as_mut().expect("set above");
+            if *reported || s.t_ms < *since + bound {
+                continue;
+            }
+            if let Some(msg) = judge_node(s, name, &node_id, *epoch) {
+                *reported = true;
+                evidence.push(at(
+                    s.t_ms,
+                    format!(
+                        "{name}: the coordinator has said since {} ms that it is replicating on node {node_id} (epoch {epoch}); {} later {msg}",
+                        since,
+                        secs(s.t_ms - *since)
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// `None` if node `node_id` hosts a healthy maintainer of `cf` at `epoch`,
+/// or cannot be seen at this sample; else what it hosts.
+fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Option<String> {
+    match s
+        .nodes
+        .iter()
+        .find(|n| n.node_id.as_deref() == Some(node_id))
+    {
+        Some(n) if !n.reachable => None,
+        Some(n) => {
+            let ms: Vec<&MaintainerObs> = n
+                .maintainers
+                .iter()
+                .filter(|m| m.changefeed == cf)
+                .collect();
+            let healthy = ms
+                .iter()
+                .any(|m| m.epoch == epoch && m.bootstrap_done && !m.removal_only && !m.removing);
+            (!healthy).then(|| format!("node {} ({node_id}) hosts {}", n.node, describe(&ms)))
+        }
+        None if s.nodes.iter().any(|n| n.reachable) => Some(format!(
+            "no live node has id {node_id} (it restarted or left)"
+        )),
+        None => None,
+    }
+}
+
+fn removal_only_lifetime(run: &Run, evidence: &mut Vec<super::Evidence>) {
+    let bound = run.bounds.removal_only_ms;
+    let mut first: HashMap<(String, String, u64), u64> = HashMap::new();
+    let mut reported: HashSet<(String, String, u64)> = HashSet::new();
+    for s in &run.samples {
+        for n in &s.nodes {
+            let Some(id) = &n.node_id else { continue };
+            for m in n.maintainers.iter().filter(|m| m.removal_only) {
+                let key = (id.clone(), m.changefeed.clone(), m.epoch);
+                let t0 = *first.entry(key.clone()).or_insert(s.t_ms);
+                if s.t_ms >= t0 + bound && reported.insert(key) {
+                    evidence.push(at(
+                        s.t_ms,
+                        format!(
+                            "{}: a removal-only maintainer of epoch {} on node {} ({id}) has lived {} (bound {}); it never finished its cascade close",
+                            m.changefeed,
+                            m.epoch,
+                            n.node,
+                            secs(s.t_ms - t0),
+                            secs(bound)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn single_live(run: &Run, evidence: &mut Vec<super::Evidence>) {
+    let mut reported: HashSet<String> = HashSet::new();
+    for s in &run.samples {
+        let mut live: HashMap<&str, Vec<String>> = HashMap::new();
+        for n in s.nodes.iter().filter(|n| n.reachable) {
+            for m in n
+                .maintainers
+                .iter()
+                .filter(|m| !m.removal_only && !m.removing)
+            {
+                live.entry(&m.changefeed)
+                    .or_default()
+                    .push(format!("node {} (epoch {})", n.node, m.epoch));
+            }
+        }
+        for (cf, where_) in live {
+            if where_.len() > 1 && reported.insert(cf.to_string()) {
+                evidence.push(at(
+                    s.t_ms,
+                    format!(
+                        "{cf}: {} live maintainers at once: {}",
+                        where_.len(),
+                        where_.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+pub fn check(run: &Run) -> CheckResult {
+    if run.samples.is_empty() {
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            "no samples were recorded",
+            vec![],
+        );
+    }
+    let mut evidence = Vec::new();
+    bound_node_violation(run, &mut evidence);
+    removal_only_lifetime(run, &mut evidence);
+    single_live(run, &mut evidence);
+    if evidence.is_empty() {
+        result(
+            NAME,
+            Verdict::Pass,
+            "every replicating changefeed had a bootstrapped maintainer of its epoch on its node",
+            vec![],
+        )
+    } else {
+        evidence.sort_by_key(|e| e.t_ms);
+        result(
+            NAME,
+            Verdict::Fail,
+            format!("{} broken-maintainer finding(s)", evidence.len()),
+            evidence,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+
+    #[test]
+    fn passes_when_the_retry_bootstraps() {
+        let r = check(&fixtures::healthy());
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
+
+    #[test]
+    fn fails_on_the_seed_bug_naming_changefeed_node_and_maintainer() {
+        let r = check(&fixtures::seed_bug());
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        let first = &r.evidence[0];
+        assert_eq!(first.t_ms, Some(18_000), "{r:?}");
+        assert!(first.message.starts_with("cf1:"), "{}", first.message);
+        assert!(
+            first.message.contains("replicating on node n2-a (epoch 6)"),
+            "{}",
+            first.message
+        );
+        assert!(
+            first
+                .message
+                .contains("removal-only maintainer of epoch 5 (bootstrap_done=false"),
+            "{}",
+            first.message
+        );
+        assert!(
+            r.evidence
+                .iter()
+                .any(|e| e.message.contains("has lived 10.0s")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn fails_when_the_maintainer_never_bootstraps() {
+        let mut run = fixtures::healthy();
+        for s in &mut run.samples {
+            for n in &mut s.nodes {
+                for m in &mut n.maintainers {
+                    if m.epoch == 6 {
+                        m.bootstrap_done = false;
+                    }
+                }
+            }
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.evidence[0].message.contains("bootstrap_done=false"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn fails_on_a_stale_epoch_maintainer() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 13_000) {
+            s.nodes[2].maintainers[0].epoch = 5;
+        }
+        assert_eq!(check(&run).verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn fails_on_two_live_maintainers() {
+        let mut run = fixtures::healthy();
+        let extra = fixtures::maintainer(6, true, false, 0);
+        run.samples[30].nodes[0].maintainers.push(extra);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.evidence[0].message.contains("2 live maintainers"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_short_lived_removal_only_maintainer_is_fine_and_unreachable_nodes_are_not_judged() {
+        let mut run = fixtures::healthy();
+        for s in run
+            .samples
+            .iter_mut()
+            .filter(|s| (9_000..12_000).contains(&s.t_ms))
+        {
+            s.nodes[1]
+                .maintainers
+                .push(fixtures::maintainer(5, false, true, 1));
+        }
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 30_000) {
+            s.nodes[2].reachable = false;
+        }
+        assert_eq!(check(&run).verdict, Verdict::Pass);
+    }
+}

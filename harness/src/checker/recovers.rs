@@ -1,0 +1,162 @@
+//! *recovers* (reference §6.4 I6): after the last fault heals, every
+//! changefeed is `normal` within `bounds.recover_ms` and its checkpoint
+//! passes the last upstream commit.
+
+use super::{at, note, result, secs};
+use crate::run_model::{CheckResult, Run, Verdict};
+
+pub const NAME: &str = "recovers";
+
+pub fn check(run: &Run) -> CheckResult {
+    if let Some(open) = run.faults.iter().find(|f| f.healed_ms.is_none()) {
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            format!(
+                "fault `{}` was never healed, so recovery cannot be judged",
+                open.id
+            ),
+            vec![at(
+                open.injected_ms,
+                format!("`{}` ({}) injected, never healed", open.id, open.action),
+            )],
+        );
+    }
+    let healed = run
+        .faults
+        .iter()
+        .filter_map(|f| f.healed_ms)
+        .max()
+        .unwrap_or(0);
+    let deadline = healed + run.bounds.recover_ms;
+    let Some(last) = run.samples.last() else {
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            "no samples were recorded",
+            vec![],
+        );
+    };
+    let mut evidence = Vec::new();
+    let mut verdict = Verdict::Pass;
+    for name in &run.changefeeds {
+        // The commit to pass: the workload's last one if it stopped, else the
+        // newest upstream commit when the last fault healed.
+        let target = match &run.workload {
+            Some(w) if w.stopped_ms.is_some() => Some(w.last_commit_ts),
+            _ => run
+                .samples
+                .iter()
+                .filter(|s| s.t_ms >= healed)
+                .find_map(|s| s.changefeeds.iter().find(|c| &c.name == name))
+                .map(|c| c.upstream_commit_ts),
+        };
+        let Some(target) = target else {
+            verdict = verdict.max(Verdict::Inconclusive);
+            evidence.push(note(format!("{name}: never observed after the last heal")));
+            continue;
+        };
+        let reached = run.samples.iter().filter(|s| s.t_ms >= healed).find(|s| {
+            s.changefeeds
+                .iter()
+                .any(|c| &c.name == name && c.state == "normal" && c.checkpoint_ts >= target)
+        });
+        match reached {
+            Some(s) if s.t_ms <= deadline => evidence.push(at(
+                s.t_ms,
+                format!(
+                    "{name}: normal with checkpoint >= {target}, {} after the last heal",
+                    secs(s.t_ms - healed)
+                ),
+            )),
+            _ if last.t_ms < deadline => {
+                verdict = verdict.max(Verdict::Inconclusive);
+                evidence.push(at(
+                    last.t_ms,
+                    format!(
+                        "{name}: not recovered yet when observation ended, {} before the deadline",
+                        secs(deadline - last.t_ms)
+                    ),
+                ));
+            }
+            _ => {
+                verdict = Verdict::Fail;
+                let seen = run
+                    .samples
+                    .iter()
+                    .find(|s| s.t_ms >= deadline)
+                    .and_then(|s| {
+                        s.changefeeds
+                            .iter()
+                            .find(|c| &c.name == name)
+                            .map(|c| (s.t_ms, c))
+                    });
+                let msg = match seen {
+                    Some((_, c)) => format!(
+                        "{name}: {} after the last heal it is `{}` with checkpoint {} (last upstream commit {target}){}",
+                        secs(run.bounds.recover_ms),
+                        c.state,
+                        c.checkpoint_ts,
+                        c.error.as_ref().map(|e| format!(", error: {e}")).unwrap_or_default()
+                    ),
+                    None => format!("{name}: not reported by the coordinator at the deadline"),
+                };
+                evidence.push(at(seen.map_or(deadline, |(t, _)| t), msg));
+            }
+        }
+    }
+    let summary = match verdict {
+        Verdict::Pass => format!(
+            "every changefeed recovered within {} of the last heal",
+            secs(run.bounds.recover_ms)
+        ),
+        Verdict::Fail => format!(
+            "a changefeed did not recover within {} of the last heal",
+            secs(run.bounds.recover_ms)
+        ),
+        _ => "recovery could not be judged".to_string(),
+    };
+    result(NAME, verdict, summary, evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+
+    #[test]
+    fn passes_when_normal_and_caught_up_in_time() {
+        let r = check(&fixtures::healthy());
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
+
+    #[test]
+    fn fails_when_stuck_in_warning() {
+        let r = check(&fixtures::seed_bug());
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(r.evidence[0].message.contains("`warning`"), "{r:?}");
+    }
+
+    #[test]
+    fn fails_when_normal_but_checkpoint_behind() {
+        let mut run = fixtures::healthy();
+        for s in &mut run.samples {
+            for c in &mut s.changefeeds {
+                c.checkpoint_ts = c.checkpoint_ts.min(1_200);
+            }
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(r.evidence[0].message.contains("checkpoint 1200"), "{r:?}");
+    }
+
+    #[test]
+    fn inconclusive_when_observation_ends_early_or_fault_open() {
+        let mut run = fixtures::healthy();
+        run.samples.retain(|s| s.t_ms <= 20_000);
+        assert_eq!(check(&run).verdict, Verdict::Inconclusive);
+        let mut run = fixtures::healthy();
+        run.faults[0].healed_ms = None;
+        assert_eq!(check(&run).verdict, Verdict::Inconclusive);
+    }
+}

@@ -1,0 +1,139 @@
+//! *single coordinator per term*: one election term (the etcd version of the
+//! owner key) belongs to one node, whether etcd names it or a node claims it;
+//! and the term etcd names never goes back.
+
+use std::collections::BTreeMap;
+
+use super::{at, result};
+use crate::run_model::{CheckResult, Run, Verdict};
+
+pub const NAME: &str = "single-coordinator";
+
+pub fn check(run: &Run) -> CheckResult {
+    let mut owner: BTreeMap<u64, (String, u64, &'static str)> = BTreeMap::new();
+    let mut evidence = Vec::new();
+    let mut last_term: Option<(u64, u64)> = None;
+    for s in &run.samples {
+        let mut claims: Vec<(u64, String, &'static str)> = Vec::new();
+        if let Some(c) = &s.coordinator {
+            claims.push((c.version, c.node_id.clone(), "etcd"));
+            if let Some((v, t)) = last_term {
+                if c.version < v {
+                    evidence.push(at(
+                        s.t_ms,
+                        format!(
+                            "etcd names coordinator term {} after term {v} at {t} ms",
+                            c.version
+                        ),
+                    ));
+                }
+            }
+            last_term = Some((c.version, s.t_ms));
+        }
+        for n in s.nodes.iter().filter(|n| n.reachable) {
+            if let (Some(v), Some(id)) = (n.coordinator_version, &n.node_id) {
+                claims.push((v, id.clone(), "the node itself"));
+            }
+        }
+        for (v, id, by) in claims {
+            match owner.get(&v) {
+                None => {
+                    owner.insert(v, (id, s.t_ms, by));
+                }
+                Some((first, t0, by0)) if *first != id => evidence.push(at(
+                    s.t_ms,
+                    format!(
+                        "term {v} has two coordinators: {first} ({by0}, since {t0} ms) and {id} ({by})"
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    if !evidence.is_empty() {
+        let n = evidence.len();
+        return result(
+            NAME,
+            Verdict::Fail,
+            format!("{n} coordinator finding(s)"),
+            evidence,
+        );
+    }
+    if owner.is_empty() {
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            "no coordinator was observed",
+            vec![],
+        );
+    }
+    result(
+        NAME,
+        Verdict::Pass,
+        format!("{} term(s), one coordinator each", owner.len()),
+        vec![],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+    use crate::run_model::CoordinatorObs;
+
+    #[test]
+    fn passes_with_one_coordinator() {
+        assert_eq!(check(&fixtures::healthy()).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn passes_across_a_clean_switch() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 20_000) {
+            s.coordinator = Some(CoordinatorObs {
+                node_id: "n3-a".into(),
+                version: 9,
+            });
+            s.nodes[0].coordinator_version = None;
+            s.nodes[2].coordinator_version = Some(9);
+        }
+        assert_eq!(check(&run).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn fails_when_two_nodes_claim_one_term() {
+        let mut run = fixtures::healthy();
+        run.samples[10].nodes[1].coordinator_version = Some(3);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.evidence[0]
+                .message
+                .contains("term 3 has two coordinators: n1-a"),
+            "{r:?}"
+        );
+        assert!(r.evidence[0].message.contains("n2-a"), "{r:?}");
+    }
+
+    #[test]
+    fn fails_when_the_term_goes_back() {
+        let mut run = fixtures::healthy();
+        run.samples[10].coordinator = Some(CoordinatorObs {
+            node_id: "n1-a".into(),
+            version: 2,
+        });
+        assert_eq!(check(&run).verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn inconclusive_without_a_coordinator() {
+        let mut run = fixtures::healthy();
+        for s in &mut run.samples {
+            s.coordinator = None;
+            for n in &mut s.nodes {
+                n.coordinator_version = None;
+            }
+        }
+        assert_eq!(check(&run).verdict, Verdict::Inconclusive);
+    }
+}

@@ -1,0 +1,648 @@
+//! The run model: everything one scenario run recorded, as written to
+//! `run.json`.
+//!
+//! Plain data, no behaviour: the observer writes it, the checkers
+//! (`crate::checker`) judge it, the reports render it, each from this file
+//! alone. Times are milliseconds since the run started (`t_ms`), so a run
+//! reads the same wherever it is rendered; the wall-clock start is in
+//! [`RunMeta`]. Timestamps of changes (`commit_ts`, `checkpoint_ts`) are the
+//! upstream's commit timestamps, comparable with each other only.
+//!
+//! Compatibility: [`SCHEMA_VERSION`] is bumped on any change a reader of the
+//! previous version would misread; fields added with `#[serde(default)]`
+//! keep the version.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The version of the `run.json` layout written by this code.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run of one scenario under one profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub schema_version: u32,
+    pub meta: RunMeta,
+    /// The bounds the checkers apply, copied from the scenario's deadlines.
+    pub bounds: Bounds,
+    /// Changefeeds the scenario declared.
+    pub changefeeds: Vec<String>,
+    /// The steps of the timeline as they ran.
+    pub steps: Vec<StepRecord>,
+    /// The observer's periodic samples, in time order.
+    pub samples: Vec<Sample>,
+    /// One window per injected fault (one-shot faults have `healed_ms == injected_ms`).
+    pub faults: Vec<FaultWindow>,
+    /// The upstream workload as it ran.
+    #[serde(default)]
+    pub workload: Option<WorkloadRecord>,
+    /// What the data verifier found; `None` if it did not run.
+    #[serde(default)]
+    pub data: Option<DataFindings>,
+    /// Checker results, filled after the run.
+    #[serde(default)]
+    pub checks: Vec<CheckResult>,
+    /// The combined verdict, filled after the checkers ran.
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub scenario: String,
+    pub profile: String,
+    pub seed: u64,
+    /// Image name -> tag (or digest) of every container of the run.
+    pub images: BTreeMap<String, String>,
+    pub git_revision: String,
+    /// RFC 3339 wall-clock time of t = 0.
+    pub started_at: String,
+    pub wall_ms: u64,
+    /// Set when the harness or the infrastructure failed; the verdict is ERROR.
+    #[serde(default)]
+    pub harness_error: Option<String>,
+}
+
+/// Bounds from the scenario's `[deadlines]`, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub recover_ms: u64,
+    pub maintainer_bootstrap_ms: u64,
+    pub removal_only_ms: u64,
+}
+
+/// A step as it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 0-based position in the scenario's timeline.
+    pub index: usize,
+    /// The step's `id`, if it had one.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The `action` (e.g. `add_toxic`).
+    pub action: String,
+    /// A one-line rendering of the step's parameters.
+    pub detail: String,
+    pub started_ms: u64,
+    pub ended_ms: u64,
+    /// The target as written (e.g. `maintainer-of:cf1`) and what it resolved to.
+    #[serde(default)]
+    pub target: Option<ResolvedTarget>,
+    pub outcome: StepOutcome,
+    /// What the step was seen to do.
+    #[serde(default)]
+    pub effects: Vec<Effect>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedTarget {
+    pub spec: String,
+    /// Node slot (1-based).
+    pub node: u32,
+    /// The node's process identity when resolved.
+    pub node_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StepOutcome {
+    Done,
+    /// A `wait` whose condition did not hold within its timeout.
+    TimedOut,
+    /// The harness could not carry the step out.
+    Failed {
+        message: String,
+    },
+    /// Not run (the timeline was aborted before it).
+    Skipped,
+}
+
+/// An observed effect of a step or fault.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    pub t_ms: u64,
+    #[serde(flatten)]
+    pub kind: EffectKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EffectKind {
+    /// Toxiproxy lists the toxic on the proxy (read back).
+    ToxicActive { proxy: String, toxic: String },
+    /// The proxy is disabled (partition).
+    ProxyDisabled { proxy: String },
+    /// The link's byte counters stopped or errors rose while the fault held.
+    LinkDisturbed { proxy: String, detail: String },
+    /// The node came back with a new process identity.
+    NodeRestarted {
+        node: u32,
+        old_id: String,
+        new_id: String,
+    },
+    /// The node stopped answering its API (paused or killed).
+    NodeUnreachable { node: u32 },
+    /// The coordinator role moved.
+    CoordinatorChanged {
+        from: Option<String>,
+        to: String,
+        version: u64,
+    },
+    /// The failpoint was evaluated on the node.
+    FailpointHit { node: u32, name: String, hits: u64 },
+    /// The Kafka broker went down and came back.
+    BrokerRestarted,
+    /// A changefeed changed state.
+    ChangefeedState { changefeed: String, state: String },
+    /// The wait's condition held.
+    ConditionMet { detail: String },
+}
+
+/// One observation of the whole system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub t_ms: u64,
+    /// The coordinator as etcd's election key names it.
+    #[serde(default)]
+    pub coordinator: Option<CoordinatorObs>,
+    pub nodes: Vec<NodeObs>,
+    /// The coordinator's view of each changefeed.
+    pub changefeeds: Vec<ChangefeedObs>,
+    /// Errors of the observer itself at this sample (an API that did not answer...).
+    #[serde(default)]
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordinatorObs {
+    pub node_id: String,
+    /// The election term (etcd ModRevision of the owner key).
+    pub version: u64,
+}
+
+/// One node slot at one sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeObs {
+    /// Node slot (1-based).
+    pub node: u32,
+    /// Process identity (new on every start); `None` if the node did not answer.
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// Whether the node's API answered this sample.
+    pub reachable: bool,
+    /// The coordinator version this node claims to hold, if it says it is the coordinator.
+    #[serde(default)]
+    pub coordinator_version: Option<u64>,
+    #[serde(default)]
+    pub maintainers: Vec<MaintainerObs>,
+    /// Errors the node reports (e.g. sink errors).
+    #[serde(default)]
+    pub errors: Vec<String>,
+}
+
+/// A maintainer registered on a node's maintainer manager.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MaintainerObs {
+    pub changefeed: String,
+    pub epoch: u64,
+    pub bootstrap_done: bool,
+    /// Created by a cascade remove for an absent maintainer (reference §4.1 F1).
+    pub removal_only: bool,
+    /// Cascade close in progress.
+    #[serde(default)]
+    pub removing: bool,
+    #[serde(default)]
+    pub checkpoint_ts: u64,
+}
+
+/// The coordinator's view of one changefeed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChangefeedObs {
+    pub name: String,
+    /// normal, warning, failed, stopped, finished.
+    pub state: String,
+    /// absent, scheduling, replicating, stopped (the coordinator's ChangefeedDB).
+    pub scheduling: String,
+    /// The node ID the coordinator binds the changefeed's maintainer to.
+    #[serde(default)]
+    pub maintainer_node_id: Option<String>,
+    /// The current maintainer epoch.
+    pub epoch: u64,
+    pub checkpoint_ts: u64,
+    /// The newest upstream commit at this sample.
+    #[serde(default)]
+    pub upstream_commit_ts: u64,
+    #[serde(default)]
+    pub lag_ms: u64,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// When a fault held, and what it was seen to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    /// The step id, or `step-<index>` for steps without one.
+    pub id: String,
+    /// The action that injected it (`add_toxic`, `kill_node`, ...).
+    pub action: String,
+    #[serde(default)]
+    pub target: Option<ResolvedTarget>,
+    pub injected_ms: u64,
+    /// `None` if the fault was never healed.
+    #[serde(default)]
+    pub healed_ms: Option<u64>,
+    #[serde(default)]
+    pub effects: Vec<Effect>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadRecord {
+    pub started_ms: u64,
+    #[serde(default)]
+    pub stopped_ms: Option<u64>,
+    pub rows_written: u64,
+    /// The commit ts of the last upstream change.
+    pub last_commit_ts: u64,
+}
+
+/// What the data verifier found (reads Kafka bypassing every proxy).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DataFindings {
+    /// The checkpoint the final verification ran at.
+    pub final_checkpoint_ts: u64,
+    /// Upstream changes at or below the final checkpoint that are not in Kafka.
+    pub missing: Vec<ChangeRef>,
+    /// A key's changes read out of commit order.
+    pub order_violations: Vec<OrderViolation>,
+    /// Changes delivered more than once (allowed: at-least-once).
+    pub duplicates: u64,
+    /// Keys whose last value in Kafka differs from the upstream's.
+    pub final_image_mismatches: Vec<ImageMismatch>,
+    /// Changes in Kafka that the upstream never committed.
+    #[serde(default)]
+    pub unexpected: Vec<ChangeRef>,
+    /// The audit of every checkpoint observed during the run.
+    #[serde(default)]
+    pub checkpoint_audits: Vec<CheckpointAudit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeRef {
+    pub table: String,
+    pub key: String,
+    pub commit_ts: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderViolation {
+    pub table: String,
+    pub key: String,
+    /// A change that was read after...
+    pub commit_ts: u64,
+    /// ...a later change of the same key.
+    pub after_commit_ts: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageMismatch {
+    pub table: String,
+    pub key: String,
+    /// The upstream's image at the final checkpoint (JSON), `None` if deleted.
+    pub expected: Option<String>,
+    /// The image in Kafka (JSON), `None` if absent.
+    pub found: Option<String>,
+}
+
+impl DataFindings {
+    /// The final findings from the data verifier's report
+    /// ([`crate::verifier::verify`]); checkpoint audits are added by the observer.
+    pub fn from_verifier(report: &crate::verifier::Report) -> DataFindings {
+        let image = |i: &Option<crate::verifier::Image>| {
+            i.as_ref()
+                .map(|i| serde_json::to_string(i).unwrap_or_default())
+        };
+        let mut f = DataFindings {
+            final_checkpoint_ts: report.checkpoint_ts,
+            ..Default::default()
+        };
+        for t in &report.tables {
+            let change = |key: &str, commit_ts| ChangeRef {
+                table: t.table.clone(),
+                key: key.to_string(),
+                commit_ts,
+            };
+            f.missing
+                .extend(t.missing.iter().map(|m| change(&m.key, m.commit_ts)));
+            f.unexpected
+                .extend(t.unexpected.iter().map(|m| change(&m.key, m.commit_ts)));
+            f.order_violations
+                .extend(t.order_violations.iter().map(|o| OrderViolation {
+                    table: t.table.clone(),
+                    key: o.key.clone(),
+                    commit_ts: o.commit_ts,
+                    after_commit_ts: o.after_commit_ts,
+                }));
+            f.final_image_mismatches
+                .extend(t.image_mismatches.iter().map(|m| ImageMismatch {
+                    table: t.table.clone(),
+                    key: m.key.clone(),
+                    expected: image(&m.expected),
+                    found: image(&m.found),
+                }));
+            f.duplicates += t.duplicates as u64;
+        }
+        f
+    }
+}
+
+/// Whether a checkpoint observed at `t_ms` was honest: every upstream change
+/// at or below it was in Kafka at that time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointAudit {
+    pub t_ms: u64,
+    pub changefeed: String,
+    pub checkpoint_ts: u64,
+    /// Changes at or below the checkpoint not in Kafka at `t_ms`.
+    pub missing: Vec<ChangeRef>,
+}
+
+/// The outcome of a checker, or of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// Every invariant held.
+    Pass,
+    /// Not enough evidence to judge (a fault did not bite, observation ended early).
+    Inconclusive,
+    /// The system broke an invariant.
+    Fail,
+    /// The harness or the infrastructure failed.
+    Error,
+}
+
+impl Verdict {
+    /// The process exit code for this verdict (2 is left to usage errors).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Pass => 0,
+            Verdict::Fail => 1,
+            Verdict::Error => 3,
+            Verdict::Inconclusive => 4,
+        }
+    }
+
+    /// ERROR > FAIL > INCONCLUSIVE > PASS; PASS for no verdicts.
+    pub fn combine(verdicts: impl IntoIterator<Item = Verdict>) -> Verdict {
+        verdicts.into_iter().max().unwrap_or(Verdict::Pass)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+            Verdict::Fail => "FAIL",
+            Verdict::Error => "ERROR",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One checker's conclusion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub checker: String,
+    pub verdict: Verdict,
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+}
+
+/// A time instant and what was seen there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    #[serde(default)]
+    pub t_ms: Option<u64>,
+    pub message: String,
+}
+
+impl Run {
+    /// An empty run of `scenario` under `profile`, for the observer to fill.
+    pub fn new(scenario: &str, profile: &str, seed: u64, bounds: Bounds) -> Run {
+        Run {
+            schema_version: SCHEMA_VERSION,
+            meta: RunMeta {
+                scenario: scenario.into(),
+                profile: profile.into(),
+                seed,
+                images: BTreeMap::new(),
+                git_revision: String::new(),
+                started_at: String::new(),
+                wall_ms: 0,
+                harness_error: None,
+            },
+            bounds,
+            changefeeds: Vec::new(),
+            steps: Vec::new(),
+            samples: Vec::new(),
+            faults: Vec::new(),
+            workload: None,
+            data: None,
+            checks: Vec::new(),
+            verdict: None,
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(self)
+    }
+
+    /// Parses `run.json`, refusing a schema version this code does not know.
+    pub fn from_json(text: &str) -> anyhow::Result<Run> {
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: u32,
+        }
+        let v: Version = serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("not a run.json (no schema_version): {e}"))?;
+        if v.schema_version != SCHEMA_VERSION {
+            anyhow::bail!(
+                "run.json has schema_version {}, this harness reads {SCHEMA_VERSION}; re-run with a matching harness",
+                v.schema_version
+            );
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample_run() -> Run {
+        let mut run = Run::new(
+            "kafka-io-timeout",
+            "fix",
+            7,
+            Bounds {
+                recover_ms: 60_000,
+                maintainer_bootstrap_ms: 30_000,
+                removal_only_ms: 60_000,
+            },
+        );
+        run.meta
+            .images
+            .insert("kafka".into(), "cdc-chaos/kafka:4.1.1".into());
+        run.changefeeds = vec!["cf1".into()];
+        run.steps.push(StepRecord {
+            index: 0,
+            id: Some("kafka-timeout".into()),
+            action: "add_toxic".into(),
+            detail: "timeout 0 on kafka, both".into(),
+            started_ms: 1_000,
+            ended_ms: 1_050,
+            target: Some(ResolvedTarget {
+                spec: "dispatcher-host-of:cf1".into(),
+                node: 2,
+                node_id: "n2-a".into(),
+            }),
+            outcome: StepOutcome::Done,
+            effects: vec![Effect {
+                t_ms: 1_040,
+                kind: EffectKind::ToxicActive {
+                    proxy: "kafka-2".into(),
+                    toxic: "timeout_upstream".into(),
+                },
+            }],
+        });
+        run.samples.push(Sample {
+            t_ms: 2_000,
+            coordinator: Some(CoordinatorObs {
+                node_id: "n1-a".into(),
+                version: 3,
+            }),
+            nodes: vec![NodeObs {
+                node: 1,
+                node_id: Some("n1-a".into()),
+                reachable: true,
+                coordinator_version: Some(3),
+                maintainers: vec![MaintainerObs {
+                    changefeed: "cf1".into(),
+                    epoch: 5,
+                    bootstrap_done: true,
+                    removal_only: false,
+                    removing: false,
+                    checkpoint_ts: 100,
+                }],
+                errors: vec![],
+            }],
+            changefeeds: vec![ChangefeedObs {
+                name: "cf1".into(),
+                state: "normal".into(),
+                scheduling: "replicating".into(),
+                maintainer_node_id: Some("n1-a".into()),
+                epoch: 5,
+                checkpoint_ts: 100,
+                upstream_commit_ts: 120,
+                lag_ms: 20,
+                error: None,
+            }],
+            errors: vec![],
+        });
+        run.data = Some(DataFindings {
+            final_checkpoint_ts: 100,
+            missing: vec![ChangeRef {
+                table: "t1".into(),
+                key: "7".into(),
+                commit_ts: 90,
+            }],
+            ..Default::default()
+        });
+        run.checks.push(CheckResult {
+            checker: "recovers".into(),
+            verdict: Verdict::Pass,
+            summary: "ok".into(),
+            evidence: vec![Evidence {
+                t_ms: Some(2_000),
+                message: "normal".into(),
+            }],
+        });
+        run.verdict = Some(Verdict::Pass);
+        run
+    }
+
+    #[test]
+    fn run_json_round_trips() {
+        let run = sample_run();
+        let text = run.to_json().unwrap();
+        assert!(text.contains("\"schema_version\": 1"));
+        assert!(text.contains("\"kind\": \"toxic_active\""));
+        assert!(text.contains("\"verdict\": \"PASS\""));
+        assert_eq!(Run::from_json(&text).unwrap(), run);
+    }
+
+    #[test]
+    fn verifier_report_becomes_findings() {
+        use crate::verifier::{self, Missing, Report, TableReport};
+        let report = Report {
+            checkpoint_ts: 500,
+            tables: vec![TableReport {
+                table: "db.t1".into(),
+                missing: vec![Missing {
+                    key: "7".into(),
+                    commit_ts: 450,
+                    kind: "INSERT".into(),
+                }],
+                order_violations: vec![verifier::OrderViolation {
+                    key: "8".into(),
+                    commit_ts: 400,
+                    after_commit_ts: 420,
+                    partition: 0,
+                    offset: 9,
+                    detail: String::new(),
+                }],
+                duplicates: 3,
+                ..Default::default()
+            }],
+        };
+        let f = DataFindings::from_verifier(&report);
+        assert_eq!(f.final_checkpoint_ts, 500);
+        assert_eq!(
+            f.missing,
+            vec![ChangeRef {
+                table: "db.t1".into(),
+                key: "7".into(),
+                commit_ts: 450
+            }]
+        );
+        assert_eq!(f.order_violations[0].after_commit_ts, 420);
+        assert_eq!(f.duplicates, 3);
+    }
+
+    #[test]
+    fn unknown_schema_version_is_refused() {
+        let mut v: serde_json::Value = serde_json::to_value(sample_run()).unwrap();
+        v["schema_version"] = 99.into();
+        let err = Run::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(err.contains("schema_version 99"), "{err}");
+    }
+
+    #[test]
+    fn verdicts_combine_by_severity_and_have_distinct_exit_codes() {
+        use Verdict::*;
+        assert_eq!(Verdict::combine([]), Pass);
+        assert_eq!(Verdict::combine([Pass, Inconclusive]), Inconclusive);
+        assert_eq!(Verdict::combine([Inconclusive, Fail, Pass]), Fail);
+        assert_eq!(Verdict::combine([Fail, Error]), Error);
+        let codes: std::collections::BTreeSet<u8> = [Pass, Fail, Inconclusive, Error]
+            .iter()
+            .map(|v| v.exit_code())
+            .collect();
+        assert_eq!(codes.len(), 4);
+        assert!(!codes.contains(&2), "2 is clap's usage error");
+    }
+}

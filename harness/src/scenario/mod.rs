@@ -1,0 +1,154 @@
+//! Scenario files: the TOML schema of one scripted fault scenario, its
+//! parsing, and its validation.
+//!
+//! A scenario file (`scenarios/<name>.toml`, schema in `scenarios/README.md`)
+//! declares the cluster shape, the workload, the changefeeds, a timeline of
+//! steps, deadlines, and the verdict expected under each profile. [`load`]
+//! turns a file into a [`Scenario`] or into every problem found, each with the
+//! file, the line and a hint. Nothing here starts containers: executing the
+//! steps is the runner's job, judging the run the checkers' (`crate::checker`).
+
+mod error;
+mod parse;
+mod types;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use error::{ScenarioError, ScenarioErrors};
+pub use parse::parse_str;
+pub use types::{
+    check_failpoint_value, ChangefeedState, Condition, Dur, Expected, FaultKind, Link, OnTimeout,
+    Profile, StepKind, Streams, Target, ACTIONS, KNOWN_FAILPOINTS, TARGET_FORMS,
+};
+
+/// A validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub path: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub cluster: Cluster,
+    pub workload: Workload,
+    pub changefeeds: Vec<String>,
+    /// The verdict expected under each profile the scenario runs on.
+    pub expect: BTreeMap<Profile, Expected>,
+    /// Checkers that must be among the failing ones where `fail` is expected.
+    pub failing_checkers: Vec<String>,
+    pub deadlines: Deadlines,
+    /// Open faults are healed after the last step unless this is false.
+    pub heal_at_end: bool,
+    pub steps: Vec<Step>,
+}
+
+/// The cluster shape of a scenario.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Number of CDC nodes (1 to [`MAX_NODES`]).
+    pub nodes: u32,
+    /// The profiles to run on, in file order.
+    pub profiles: Vec<Profile>,
+    pub timing: Timing,
+}
+
+pub const MAX_NODES: u32 = 5;
+
+/// Timing overrides of the system (reference §6.5); `None` keeps the default.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    pub session_ttl: Option<Dur>,
+    pub removal_delay: Option<Dur>,
+    pub backoff_initial: Option<Dur>,
+    pub backoff_max: Option<Dur>,
+    pub error_stuck: Option<Dur>,
+    pub operator_resend: Option<Dur>,
+    pub manager_tick: Option<Dur>,
+    pub heartbeat: Option<Dur>,
+    /// The observer's sampling period.
+    pub sample_period: Option<Dur>,
+}
+
+/// The upstream workload.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    #[serde(default = "default_tables")]
+    pub tables: u32,
+    #[serde(default = "default_rate")]
+    pub rows_per_sec: u32,
+    #[serde(default = "default_keys")]
+    pub keys_per_table: u32,
+}
+
+fn default_tables() -> u32 {
+    4
+}
+fn default_rate() -> u32 {
+    100
+}
+fn default_keys() -> u32 {
+    1000
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            tables: default_tables(),
+            rows_per_sec: default_rate(),
+            keys_per_table: default_keys(),
+        }
+    }
+}
+
+/// Deadlines and bounds; the checkers read the bounds from `run.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deadlines {
+    /// No step may start later than this after the run starts.
+    pub run: Duration,
+    /// After the last fault heals, every changefeed is normal and past the
+    /// last upstream commit within this.
+    pub recover: Duration,
+    /// A changefeed the coordinator calls replicating on node N has a
+    /// bootstrapped maintainer of the current epoch on N within this.
+    pub maintainer_bootstrap: Duration,
+    /// No removal-only maintainer lives longer than this.
+    pub removal_only: Duration,
+}
+
+/// One step of the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Optional name; heal steps and `node-of:` targets refer to it.
+    pub id: Option<String>,
+    /// Do not start before this offset from the run start.
+    pub at: Option<Duration>,
+    /// 1-based line of the step's `[[step]]` header.
+    pub line: usize,
+    pub kind: StepKind,
+}
+
+/// Reads and validates one scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioErrors> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_str(path, &text),
+        Err(e) => Err(ScenarioErrors(vec![ScenarioError {
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            message: format!("cannot read the file: {e}"),
+            hint: "check the path; scenario files live in scenarios/".into(),
+        }])),
+    }
+}
+
+/// The `*.toml` files of a directory, sorted (README and others skipped).
+pub fn files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,711 @@
+//! The value types of a scenario: durations, profiles, targets, links,
+//! conditions and step kinds. Parsing and validation live in `parse`.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::toxiproxy::{Stream, ToxicKind};
+
+/// A duration written as a whole number and a unit: `500ms`, `10s`, `2m`, `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+impl FromStr for Dur {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "invalid duration `{s}`: expected a whole number followed by ms, s, m or h, e.g. \"500ms\", \"10s\", \"2m\""
+            )
+        };
+        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = s[..digits].parse().map_err(|_| bad())?;
+        let ms = match &s[digits..] {
+            "ms" => Some(n),
+            "s" => n.checked_mul(1_000),
+            "m" => n.checked_mul(60_000),
+            "h" => n.checked_mul(3_600_000),
+            _ => None,
+        }
+        .ok_or_else(bad)?;
+        Ok(Dur(Duration::from_millis(ms)))
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration string such as \"500ms\", \"10s\" or \"2m\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Dur, E> {
+                Err(E::custom(format!(
+                    "invalid duration `{v}`: a duration needs a unit and quotes, e.g. \"{v}s\" or \"{v}ms\""
+                )))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms.is_multiple_of(60_000) && ms > 0 {
+            write!(f, "{}m", ms / 60_000)
+        } else if ms.is_multiple_of(1_000) {
+            write!(f, "{}s", ms / 1_000)
+        } else {
+            write!(f, "{ms}ms")
+        }
+    }
+}
+
+/// A build of the system under test: the seed bug, its fix, or the fix plus
+/// the later hardening (epochs and receiver-side fencing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    PreFix,
+    Fix,
+    Hardened,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 3] = [Profile::PreFix, Profile::Fix, Profile::Hardened];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::PreFix => "pre-fix",
+            Profile::Fix => "fix",
+            Profile::Hardened => "hardened",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a scenario expects the checkers to conclude under one profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expected {
+    Pass,
+    Fail,
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Expected::Pass => "pass",
+            Expected::Fail => "fail",
+        })
+    }
+}
+
+/// A node chosen by role; roles are resolved when the step runs, and the
+/// resolution is recorded in `run.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The node holding the coordinator role.
+    Coordinator,
+    /// The node hosting the (live) maintainer of a changefeed.
+    MaintainerOf(String),
+    /// A node hosting dispatchers of a changefeed (the seeded choice if several).
+    DispatcherHostOf(String),
+    /// Node slot `n` (1-based).
+    Node(u32),
+    /// The node an earlier step (by `id`) resolved its target to.
+    NodeOf(String),
+    /// Any node, chosen with the run's seed, except the listed targets.
+    Any(Vec<Target>),
+}
+
+pub const TARGET_FORMS: &str = "\"coordinator\", \"maintainer-of:<changefeed>\", \"dispatcher-host-of:<changefeed>\", \"node:<n>\", \"node-of:<step id>\", \"any\", \"any-except:<target>,<target>...\"";
+
+impl FromStr for Target {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let unknown = || format!("unknown target `{s}`");
+        if s == "coordinator" {
+            return Ok(Target::Coordinator);
+        }
+        if s == "any" {
+            return Ok(Target::Any(Vec::new()));
+        }
+        let (kind, arg) = s.split_once(':').ok_or_else(unknown)?;
+        if arg.is_empty() {
+            return Err(format!("target `{s}` names no {kind} argument after `:`"));
+        }
+        match kind {
+            "maintainer-of" => Ok(Target::MaintainerOf(arg.to_string())),
+            "dispatcher-host-of" => Ok(Target::DispatcherHostOf(arg.to_string())),
+            "node-of" => Ok(Target::NodeOf(arg.to_string())),
+            "node" => match arg.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(Target::Node(n)),
+                _ => Err(format!(
+                    "target `{s}`: the node slot must be a number from 1"
+                )),
+            },
+            "any-except" => {
+                let mut except = Vec::new();
+                for part in arg.split(',') {
+                    let t: Target = part.trim().parse()?;
+                    if matches!(t, Target::Any(_)) {
+                        return Err(format!("target `{s}`: `any` cannot be excluded"));
+                    }
+                    except.push(t);
+                }
+                Ok(Target::Any(except))
+            }
+            _ => Err(unknown()),
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Coordinator => f.write_str("coordinator"),
+            Target::MaintainerOf(c) => write!(f, "maintainer-of:{c}"),
+            Target::DispatcherHostOf(c) => write!(f, "dispatcher-host-of:{c}"),
+            Target::Node(n) => write!(f, "node:{n}"),
+            Target::NodeOf(s) => write!(f, "node-of:{s}"),
+            Target::Any(ex) if ex.is_empty() => f.write_str("any"),
+            Target::Any(ex) => {
+                f.write_str("any-except:")?;
+                for (i, t) in ex.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{t}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Target {
+    /// Every target named inside this one (itself included).
+    pub fn walk(&self) -> Vec<&Target> {
+        let mut out = vec![self];
+        if let Target::Any(ex) = self {
+            for t in ex {
+                out.extend(t.walk());
+            }
+        }
+        out
+    }
+}
+
+/// A client link of a node, each behind its own Toxiproxy proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// node -> Kafka (the sink's producer).
+    Kafka,
+    /// node -> etcd (election, membership, changefeed state).
+    Etcd,
+    /// node -> the upstream service (the source of changes).
+    Upstream,
+    /// node <-> node control messages.
+    Peers,
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Link::Kafka => "kafka",
+            Link::Etcd => "etcd",
+            Link::Upstream => "upstream",
+            Link::Peers => "peers",
+        })
+    }
+}
+
+/// Which directions of a link a toxic acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Streams {
+    Upstream,
+    Downstream,
+    #[default]
+    Both,
+}
+
+impl Streams {
+    pub fn streams(self) -> Vec<Stream> {
+        match self {
+            Streams::Upstream => vec![Stream::Upstream],
+            Streams::Downstream => vec![Stream::Downstream],
+            Streams::Both => Stream::BOTH.to_vec(),
+        }
+    }
+}
+
+/// A changefeed state as the coordinator persists it (reference §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangefeedState {
+    Normal,
+    Warning,
+    Failed,
+    Stopped,
+    Finished,
+}
+
+/// What a `wait` step waits for.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "until", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Condition {
+    /// The coordinator reports the changefeed in `state`.
+    ChangefeedState {
+        changefeed: String,
+        state: ChangefeedState,
+    },
+    /// The coordinator role moved to another node or term since the wait began.
+    CoordinatorChanged {},
+    /// A maintainer of the changefeed is registered (on `on`, if given),
+    /// optionally bootstrapped and/or removal-only.
+    MaintainerPresent {
+        changefeed: String,
+        on: Option<Target>,
+        bootstrapped: Option<bool>,
+        removal_only: Option<bool>,
+    },
+    /// No maintainer of the changefeed is registered (on `on`, if given).
+    MaintainerAbsent {
+        changefeed: String,
+        on: Option<Target>,
+    },
+    /// The changefeed's checkpoint passed the last upstream commit seen when
+    /// the wait began.
+    CheckpointAdvanced { changefeed: String },
+}
+
+impl Condition {
+    pub fn changefeed(&self) -> Option<&str> {
+        match self {
+            Condition::ChangefeedState { changefeed, .. }
+            | Condition::MaintainerPresent { changefeed, .. }
+            | Condition::MaintainerAbsent { changefeed, .. }
+            | Condition::CheckpointAdvanced { changefeed } => Some(changefeed),
+            Condition::CoordinatorChanged {} => None,
+        }
+    }
+
+    pub fn target(&self) -> Option<&Target> {
+        match self {
+            Condition::MaintainerPresent { on, .. } | Condition::MaintainerAbsent { on, .. } => {
+                on.as_ref()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What to do when a `wait` times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTimeout {
+    /// Record the timeout and go on with the timeline (the checkers judge).
+    #[default]
+    Continue,
+    /// Stop the timeline, heal, run the checkers; the run is at best INCONCLUSIVE.
+    Abort,
+}
+
+/// One action of the timeline. The TOML key `action` selects the variant
+/// (snake_case of the variant name); `wait` is parsed separately because its
+/// condition is flattened into the step.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StepKind {
+    /// Start the upstream workload (writes to every table of `[workload]`).
+    StartWorkload {},
+    /// Stop the upstream workload; its last commit is recorded.
+    StopWorkload {},
+    /// Add a toxic on one node's link (a fault; healed by `remove_toxic`/`heal`).
+    AddToxic {
+        target: Target,
+        link: Link,
+        /// Only with `link = "peers"`: restrict to messages to/from this peer.
+        peer: Option<Target>,
+        /// Toxiproxy's shape: `{ type = "latency", attributes = { latency = 500, jitter = 0 } }`.
+        toxic: ToxicKind,
+        #[serde(default)]
+        stream: Streams,
+        #[serde(default = "one")]
+        toxicity: f32,
+    },
+    /// Remove the toxic added by step `fault`.
+    RemoveToxic { fault: String },
+    /// Cut a node off etcd, Kafka, the upstream or its peers (a fault).
+    Partition { target: Target, from: Link },
+    /// Stop a node gracefully and start it again (new process, new node ID).
+    RestartNode { target: Target },
+    /// `kill -9` a node; with `down_for` it is started again after that long,
+    /// else it stays down until `start_node`/`heal` (a fault).
+    KillNode {
+        target: Target,
+        down_for: Option<Dur>,
+    },
+    /// Start the node killed by step `fault`.
+    StartNode { fault: String },
+    /// Freeze a node's process (`docker pause`; a fault).
+    PauseNode { target: Target },
+    /// Unfreeze the node paused by step `fault`.
+    UnpauseNode { fault: String },
+    /// Make the coordinator resign its etcd election.
+    ResignCoordinator {},
+    /// Stop the Kafka broker gracefully and start it again after `down_for`.
+    RestartKafka { down_for: Option<Dur> },
+    /// Enable a failpoint on a node (a fault).
+    EnableFailpoint {
+        target: Target,
+        name: String,
+        /// Failpoint term, e.g. `return(true)`, `10%return(true)`, `1*return(true)`, `sleep(4000)`, `pause`.
+        value: String,
+    },
+    /// Disable the failpoint enabled by step `fault`.
+    DisableFailpoint { fault: String },
+    /// Heal any fault injected by step `fault`.
+    Heal { fault: String },
+    /// Wait until a condition holds, at most `timeout`.
+    #[serde(skip_deserializing)]
+    Wait {
+        condition: Condition,
+        timeout: Dur,
+        on_timeout: OnTimeout,
+    },
+    /// Do nothing for `duration`.
+    Sleep { duration: Dur },
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+/// The `action` names, in schema order.
+pub const ACTIONS: &[&str] = &[
+    "start_workload",
+    "stop_workload",
+    "add_toxic",
+    "remove_toxic",
+    "partition",
+    "restart_node",
+    "kill_node",
+    "start_node",
+    "pause_node",
+    "unpause_node",
+    "resign_coordinator",
+    "restart_kafka",
+    "enable_failpoint",
+    "disable_failpoint",
+    "heal",
+    "wait",
+    "sleep",
+];
+
+/// The kind of fault a step injects, for matching heal steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Toxic,
+    Partition,
+    Kill,
+    Pause,
+    Failpoint,
+}
+
+impl FaultKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Toxic => "a toxic (add_toxic)",
+            FaultKind::Partition => "a partition",
+            FaultKind::Kill => "a killed node (kill_node without down_for)",
+            FaultKind::Pause => "a paused node",
+            FaultKind::Failpoint => "a failpoint",
+        }
+    }
+
+    /// The specific step that heals this kind.
+    pub fn healer(self) -> &'static str {
+        match self {
+            FaultKind::Toxic => "remove_toxic",
+            FaultKind::Partition => "heal",
+            FaultKind::Kill => "start_node",
+            FaultKind::Pause => "unpause_node",
+            FaultKind::Failpoint => "disable_failpoint",
+        }
+    }
+}
+
+impl StepKind {
+    pub fn action(&self) -> &'static str {
+        match self {
+            StepKind::StartWorkload {} => "start_workload",
+            StepKind::StopWorkload {} => "stop_workload",
+            StepKind::AddToxic { .. } => "add_toxic",
+            StepKind::RemoveToxic { .. } => "remove_toxic",
+            StepKind::Partition { .. } => "partition",
+            StepKind::RestartNode { .. } => "restart_node",
+            StepKind::KillNode { .. } => "kill_node",
+            StepKind::StartNode { .. } => "start_node",
+            StepKind::PauseNode { .. } => "pause_node",
+            StepKind::UnpauseNode { .. } => "unpause_node",
+            StepKind::ResignCoordinator {} => "resign_coordinator",
+            StepKind::RestartKafka { .. } => "restart_kafka",
+            StepKind::EnableFailpoint { .. } => "enable_failpoint",
+            StepKind::DisableFailpoint { .. } => "disable_failpoint",
+            StepKind::Heal { .. } => "heal",
+            StepKind::Wait { .. } => "wait",
+            StepKind::Sleep { .. } => "sleep",
+        }
+    }
+
+    /// The fault this step leaves open until healed, if any.
+    pub fn opens_fault(&self) -> Option<FaultKind> {
+        match self {
+            StepKind::AddToxic { .. } => Some(FaultKind::Toxic),
+            StepKind::Partition { .. } => Some(FaultKind::Partition),
+            StepKind::KillNode { down_for: None, .. } => Some(FaultKind::Kill),
+            StepKind::PauseNode { .. } => Some(FaultKind::Pause),
+            StepKind::EnableFailpoint { .. } => Some(FaultKind::Failpoint),
+            _ => None,
+        }
+    }
+
+    /// Whether this step disturbs the system (an open fault or a one-shot
+    /// one such as a restart); the faults-bit checker wants an effect of each.
+    pub fn is_fault(&self) -> bool {
+        self.opens_fault().is_some()
+            || matches!(
+                self,
+                StepKind::RestartNode { .. }
+                    | StepKind::KillNode { .. }
+                    | StepKind::ResignCoordinator {}
+                    | StepKind::RestartKafka { .. }
+            )
+    }
+
+    /// The fault id a heal step names, and the kind it requires (`None` = any).
+    pub fn heals(&self) -> Option<(&str, Option<FaultKind>)> {
+        match self {
+            StepKind::RemoveToxic { fault } => Some((fault, Some(FaultKind::Toxic))),
+            StepKind::StartNode { fault } => Some((fault, Some(FaultKind::Kill))),
+            StepKind::UnpauseNode { fault } => Some((fault, Some(FaultKind::Pause))),
+            StepKind::DisableFailpoint { fault } => Some((fault, Some(FaultKind::Failpoint))),
+            StepKind::Heal { fault } => Some((fault, None)),
+            _ => None,
+        }
+    }
+
+    /// The targets this step names (resolved at run time).
+    pub fn targets(&self) -> Vec<&Target> {
+        let mut out = Vec::new();
+        match self {
+            StepKind::AddToxic { target, peer, .. } => {
+                out.extend(target.walk());
+                if let Some(p) = peer {
+                    out.extend(p.walk());
+                }
+            }
+            StepKind::Partition { target, .. }
+            | StepKind::RestartNode { target }
+            | StepKind::KillNode { target, .. }
+            | StepKind::PauseNode { target }
+            | StepKind::EnableFailpoint { target, .. } => out.extend(target.walk()),
+            StepKind::Wait { condition, .. } => {
+                if let Some(t) = condition.target() {
+                    out.extend(t.walk());
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// The least time this step takes (used to place steps against the deadline).
+    pub fn min_duration(&self) -> Duration {
+        match self {
+            StepKind::Sleep { duration } => duration.0,
+            StepKind::KillNode {
+                down_for: Some(d), ..
+            }
+            | StepKind::RestartKafka { down_for: Some(d) } => d.0,
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// Failpoints a scenario may name. TiCDC's names where TiCDC has one
+/// (reference §5); names under `cdc-chaos/` are this project's own.
+pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
+    (
+        "pkg/messaging/InjectDropRemoteMessage",
+        "drop remote control messages with the given probability (TiCDC random_drop_message)",
+    ),
+    (
+        "maintainer/NewChangefeedRetryError",
+        "maintainer initialisation returns a retryable error",
+    ),
+    (
+        "coordinator/BlockBeforeStopChangefeed",
+        "hold the coordinator in handleStateChange before it stops the changefeed",
+    ),
+    (
+        "coordinator/coordinator-run-with-error",
+        "the coordinator's run loop returns a retryable error",
+    ),
+    (
+        "server/campaign-compacted-error",
+        "the election campaign fails with a compacted-revision error",
+    ),
+    ("server/resign-failed", "resigning the coordinator fails"),
+    (
+        "coordinator/changefeed/CoordinatorDontUpdateChangefeedCheckpoint",
+        "the coordinator stops updating the changefeed checkpoint",
+    ),
+    (
+        "pkg/sink/kafka/KafkaSinkAsyncSendError",
+        "the Kafka sink reports an asynchronous send error (TiCDC mq_sink_error_resume)",
+    ),
+    (
+        "cdc-chaos/DelayCascadeRemove",
+        "hold cascade RemoveMaintainerRequests to this node for the given ms (sleep(ms)) so one arrives after the maintainer was deleted",
+    ),
+    (
+        "cdc-chaos/PlaceRetryOnPreviousNode",
+        "the coordinator's basic scheduler places a retried changefeed on its previous maintainer's node",
+    ),
+    (
+        "cdc-chaos/HoldCloseAck",
+        "this node's dispatcher manager holds its close ACK (the slow node of reference §4.2 step 4)",
+    ),
+];
+
+/// Checks a failpoint term: `[<n>%|<n>*]<action>` with action one of
+/// `return(...)`, `sleep(<ms>)`, `pause`, `panic`, `off`.
+pub fn check_failpoint_value(v: &str) -> Result<(), String> {
+    let mut rest = v;
+    let digits = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'.')
+        .count();
+    if digits > 0 {
+        match rest.as_bytes().get(digits) {
+            Some(b'%') | Some(b'*') => rest = &rest[digits + 1..],
+            _ => return Err(format!("failpoint value `{v}`: a number must be followed by `%` (probability) or `*` (count)")),
+        }
+    }
+    let ok = rest == "pause"
+        || rest == "panic"
+        || rest == "off"
+        || (rest.starts_with("return(") && rest.ends_with(')'))
+        || rest
+            .strip_prefix("sleep(")
+            .and_then(|r| r.strip_suffix(')'))
+            .is_some_and(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("failpoint value `{v}` is not a failpoint term"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_only() {
+        assert_eq!("10s".parse::<Dur>().unwrap().0, Duration::from_secs(10));
+        assert_eq!(
+            "500ms".parse::<Dur>().unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!("2m".parse::<Dur>().unwrap().0, Duration::from_secs(120));
+        assert_eq!("1h".parse::<Dur>().unwrap().0, Duration::from_secs(3600));
+        for bad in [
+            "10",
+            "s",
+            "10 s",
+            "1.5s",
+            "-1s",
+            "10sec",
+            "",
+            "99999999999999999999h",
+        ] {
+            assert!(bad.parse::<Dur>().is_err(), "{bad} accepted");
+        }
+        assert_eq!(Dur(Duration::from_secs(120)).to_string(), "2m");
+        assert_eq!(Dur(Duration::from_millis(1500)).to_string(), "1500ms");
+    }
+
+    #[test]
+    fn targets_parse_and_print_back() {
+        for s in [
+            "coordinator",
+            "maintainer-of:cf1",
+            "dispatcher-host-of:cf1",
+            "node:2",
+            "node-of:cut",
+            "any",
+            "any-except:coordinator,node-of:cut",
+        ] {
+            let t: Target = s.parse().unwrap();
+            assert_eq!(t.to_string(), s);
+        }
+        for bad in [
+            "leader",
+            "node:0",
+            "node:x",
+            "maintainer-of:",
+            "any-except:any",
+            "node",
+        ] {
+            assert!(bad.parse::<Target>().is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn failpoint_terms() {
+        for ok in [
+            "return(true)",
+            "10%return(true)",
+            "1*return(true)",
+            "sleep(4000)",
+            "pause",
+            "off",
+        ] {
+            check_failpoint_value(ok).unwrap();
+        }
+        for bad in ["true", "10return(true)", "sleep(x)", "return(true", ""] {
+            assert!(check_failpoint_value(bad).is_err(), "{bad} accepted");
+        }
+    }
+}
