@@ -109,7 +109,9 @@ impl Source<'_> {
 
 /// A hint for a serde/toml error message, by the shape of the message.
 pub(crate) fn hint_for(message: &str) -> String {
-    if message.contains("unknown field") {
+    if message.contains("target `") {
+        format!("a target is one of {}", super::types::TARGET_FORMS)
+    } else if message.contains("unknown field") {
         "remove the key or fix its spelling; the keys each table accepts are listed in scenarios/README.md".into()
     } else if message.contains("missing field") {
         "add the key; scenarios/README.md lists the required keys of each table".into()

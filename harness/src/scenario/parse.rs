@@ -340,17 +340,21 @@ impl Validator<'_> {
     /// Where in a step's region an error message points: the key or value it
     /// quotes in backticks, else the step header.
     fn locate(&self, region: &Range<usize>, message: &str) -> usize {
-        for quoted in message.split('`').skip(1).step_by(2) {
-            if let Some(at) = self.src.find_key(region.clone(), quoted) {
-                return at;
-            }
-            if !quoted.is_empty() {
-                if let Some(at) = self.src.find_text(region.clone(), quoted) {
-                    return at;
-                }
-            }
-        }
-        region.start
+        let quoted: Vec<&str> = message
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|q| !q.is_empty())
+            .collect();
+        quoted
+            .iter()
+            .find_map(|q| self.src.find_key(region.clone(), q))
+            .or_else(|| {
+                quoted
+                    .iter()
+                    .find_map(|q| self.src.find_text(region.clone(), q))
+            })
+            .unwrap_or(region.start)
     }
 
     fn step_error(&self, region: &Range<usize>, message: String) -> ScenarioError {
@@ -722,7 +726,10 @@ impl Validator<'_> {
                                 f.line,
                                 f.kind.name()
                             );
-                            let hint = format!("use `{}` or `heal`", f.kind.healer());
+                            let hint = match f.kind.healer() {
+                                "heal" => "use `heal`".to_string(),
+                                h => format!("use `{h}` or `heal`"),
+                            };
                             self.err(fault_at, msg, hint);
                         } else {
                             f.healed_at = Some(step.line);

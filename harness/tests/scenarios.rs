@@ -1,0 +1,288 @@
+//! Scenario files and the offline `chaos` commands, without Docker:
+//! - every catalog file in `scenarios/` validates (library and `chaos validate`);
+//! - every malformed fixture in `tests/fixtures/malformed/` is rejected with
+//!   its file, the line marked `# <- error`, the message of its `# error:`
+//!   header and the hint of its `# hint:` header;
+//! - `chaos list` shows the expected verdicts, `chaos check` exits with the verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use harness::run_model::{
+    Bounds, ChangefeedObs, CoordinatorObs, DataFindings, MaintainerObs, NodeObs, Run, Sample,
+    Verdict,
+};
+use harness::scenario::{self, Expected, Profile};
+use rstest::rstest;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn malformed_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/malformed")
+}
+
+/// Runs the `chaos` binary with an engine address that cannot answer, so a
+/// command that tried to start anything would fail.
+fn chaos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(args)
+        .current_dir(root())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .expect("run chaos")
+}
+
+#[rstest]
+fn malformed_fixture_is_rejected_with_file_line_and_hint(
+    #[files("tests/fixtures/malformed/*.toml")] path: PathBuf,
+) {
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    let want_message = lines
+        .next()
+        .and_then(|l| l.strip_prefix("# error: "))
+        .expect("`# error:` header");
+    let want_hint = lines
+        .next()
+        .and_then(|l| l.strip_prefix("# hint: "))
+        .expect("`# hint:` header");
+    let want_line = text
+        .lines()
+        .position(|l| l.contains("# <- error"))
+        .expect("`# <- error` marker")
+        + 1;
+
+    let errors = scenario::load(&path).expect_err("a malformed fixture was accepted");
+    let e = errors
+        .0
+        .iter()
+        .find(|e| e.message.contains(want_message))
+        .unwrap_or_else(|| panic!("no error says {want_message:?}; got:\n{errors}"));
+    assert_eq!(e.file, path, "{e}");
+    assert_eq!(e.line, want_line, "{e}");
+    assert!(e.column >= 1, "{e}");
+    assert!(
+        e.hint.contains(want_hint),
+        "hint {:?} lacks {want_hint:?}",
+        e.hint
+    );
+    let shown = errors.to_string();
+    assert!(
+        shown.contains(&format!("{}:{want_line}:", path.display())),
+        "{shown}"
+    );
+    assert!(shown.contains("hint: "), "{shown}");
+}
+
+#[test]
+fn there_are_twenty_malformed_fixtures_each_with_a_distinct_error() {
+    let files = scenario::files_in(&malformed_dir()).unwrap();
+    assert_eq!(files.len(), 20);
+    let mut messages: Vec<String> = files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    messages.sort();
+    messages.dedup();
+    assert_eq!(messages.len(), 20, "two fixtures test the same error");
+}
+
+#[rstest]
+fn catalog_file_validates(#[files("../scenarios/*.toml")] path: PathBuf) {
+    let s = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!s.steps.is_empty());
+    for p in &s.cluster.profiles {
+        assert!(s.expect.contains_key(p));
+    }
+}
+
+#[test]
+fn catalog_holds_the_scenarios_of_issue_5_and_the_seed_fails_only_pre_fix() {
+    let names: Vec<String> = scenario::files_in(&root().join("scenarios"))
+        .unwrap()
+        .iter()
+        .map(|p| scenario::load(p).unwrap().name)
+        .collect();
+    for want in [
+        "kafka-io-timeout",
+        "stale-cascade-remove",
+        "node-restart-during-cascade-close",
+        "coordinator-switch-during-backoff",
+        "kill-maintainer-node",
+        "coordinator-partitioned-from-etcd",
+        "kafka-broker-restart",
+        "drop-messages-with-restarts",
+        "latency-spikes",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from scenarios/"
+        );
+    }
+    let seed = scenario::load(&root().join("scenarios/stale-cascade-remove.toml")).unwrap();
+    assert_eq!(seed.expect[&Profile::PreFix], Expected::Fail);
+    assert_eq!(seed.expect[&Profile::Fix], Expected::Pass);
+    assert_eq!(seed.expect[&Profile::Hardened], Expected::Pass);
+    assert_eq!(
+        seed.failing_checkers,
+        vec!["no-broken-maintainer".to_string()]
+    );
+}
+
+#[test]
+fn chaos_validate_accepts_the_whole_catalog() {
+    let n = scenario::files_in(&root().join("scenarios")).unwrap().len();
+    let out = chaos(&["validate", "scenarios"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("{n} file(s), {n} valid, 0 invalid")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn chaos_validate_rejects_malformed_files_with_exit_5_and_names_each() {
+    let a = malformed_dir().join("heal-never-injected.toml");
+    let b = malformed_dir().join("unknown-action.toml");
+    let good = root().join("scenarios/kafka-io-timeout.toml");
+    let out = chaos(&[
+        "validate",
+        good.to_str().unwrap(),
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(5));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:44:", a.display())), "{stderr}");
+    assert!(stderr.contains(&format!("{}:26:", b.display())), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3 file(s), 1 valid, 2 invalid"));
+}
+
+#[test]
+fn chaos_list_shows_expected_verdicts_per_profile() {
+    let out = chaos(&["list"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let seed = stdout
+        .lines()
+        .find(|l| l.starts_with("stale-cascade-remove"))
+        .expect("seed listed");
+    let cols: Vec<&str> = seed.split_whitespace().collect();
+    assert_eq!(&cols[3..], ["fail", "pass", "pass"], "{seed}");
+    let drop = stdout
+        .lines()
+        .find(|l| l.starts_with("drop-messages-with-restarts"))
+        .unwrap();
+    assert_eq!(
+        &drop.split_whitespace().collect::<Vec<_>>()[3..],
+        ["-", "pass", "pass"]
+    );
+}
+
+/// A run where cf1 is "replicating" on n2 but n2 only hosts a removal-only
+/// maintainer: the seed bug in two samples.
+fn broken_run() -> Run {
+    let mut run = Run::new(
+        "stale-cascade-remove",
+        "pre-fix",
+        1,
+        Bounds {
+            recover_ms: 1_000,
+            maintainer_bootstrap_ms: 1_000,
+            removal_only_ms: 60_000,
+        },
+    );
+    run.changefeeds = vec!["cf1".into()];
+    run.data = Some(DataFindings::default());
+    for t in [0, 2_000] {
+        run.samples.push(Sample {
+            t_ms: t,
+            coordinator: Some(CoordinatorObs {
+                node_id: "n1".into(),
+                version: 1,
+            }),
+            nodes: vec![NodeObs {
+                node: 2,
+                node_id: Some("n2".into()),
+                reachable: true,
+                coordinator_version: None,
+                maintainers: vec![MaintainerObs {
+                    changefeed: "cf1".into(),
+                    epoch: 1,
+                    bootstrap_done: false,
+                    removal_only: true,
+                    removing: false,
+                    checkpoint_ts: 1,
+                }],
+                errors: vec![],
+            }],
+            changefeeds: vec![ChangefeedObs {
+                name: "cf1".into(),
+                state: "warning".into(),
+                scheduling: "replicating".into(),
+                maintainer_node_id: Some("n2".into()),
+                epoch: 2,
+                checkpoint_ts: 10,
+                upstream_commit_ts: 20,
+                lag_ms: 0,
+                error: None,
+            }],
+            errors: vec![],
+        });
+    }
+    run
+}
+
+#[test]
+fn chaos_check_exits_with_the_verdict() {
+    let dir = std::env::temp_dir().join(format!("chaos-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let broken = dir.join("broken.json");
+    std::fs::write(&broken, broken_run().to_json().unwrap()).unwrap();
+    let out = chaos(&["check", broken.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(Verdict::Fail.exit_code() as i32),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL") && stdout.contains("no-broken-maintainer"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("removal-only maintainer of epoch 1 (bootstrap_done=false"),
+        "{stdout}"
+    );
+
+    let mut errored = broken_run();
+    errored.meta.harness_error = Some("toxiproxy did not answer".into());
+    let path = dir.join("error.json");
+    std::fs::write(&path, errored.to_json().unwrap()).unwrap();
+    assert_eq!(
+        chaos(&["check", path.to_str().unwrap()]).status.code(),
+        Some(3)
+    );
+
+    let garbage = dir.join("garbage.json");
+    std::fs::write(&garbage, "{\"schema_version\": 42}").unwrap();
+    let out = chaos(&["check", garbage.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schema_version 42"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
