@@ -17,9 +17,11 @@ setup:
 test: setup
 	@echo "==> cargo build --workspace --all-targets"
 	@$(CARGO) build --workspace --all-targets --locked
+	@echo "==> system image (the workspace's binaries)"
+	@bash scripts/build-system-image.sh
 	@echo "==> unit tests (no Docker)"
 	@$(CARGO) test --workspace --locked --lib --bins
-	@echo "==> real-container tests (etcd, Kafka, Toxiproxy in Docker)"
+	@echo "==> real-container tests (etcd, Kafka, Toxiproxy, upstream in Docker)"
 	@$(CARGO) test --workspace --locked --test '*'
 
 ## unit: only the tests that need no Docker.
@@ -28,8 +30,10 @@ unit:
 
 ## chaos: setup, then the scenario catalog on real containers; reports in $(REPORT_DIR).
 chaos: setup
-	@echo "==> building the harness"
-	@$(CARGO) build -p harness --bin chaos --locked
+	@echo "==> building the workspace"
+	@$(CARGO) build --workspace --bins --locked
+	@echo "==> system image (the workspace's binaries)"
+	@bash scripts/build-system-image.sh
 	@echo "==> reaping leftovers of earlier runs"
 	@./target/debug/chaos reap
 	@echo "==> smoke scenario (the catalog grows with the scenario issue)"

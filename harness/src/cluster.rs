@@ -40,6 +40,8 @@ const TOXI_API_PORT: u16 = 8474;
 const TOXI_KAFKA_LINK_BASE_PORT: u16 = 19100;
 const TOXI_ETCD_LINK_BASE_PORT: u16 = 12379;
 const ETCD_CLIENT_PORT: u16 = 2379;
+const UPSTREAM_PORT: u16 = 7000;
+const TOXI_UPSTREAM_LINK_BASE_PORT: u16 = 17000;
 
 /// Where the client of a link runs, which decides the address Kafka
 /// advertises for it.
@@ -82,6 +84,10 @@ pub struct ClusterSpec {
     pub kafka_links: Vec<KafkaLinkSpec>,
     /// One etcd proxy per named client (network side).
     pub etcd_links: Vec<String>,
+    /// Whether to start the upstream service (the `cdc-chaos/system` image).
+    pub upstream: bool,
+    /// One upstream proxy per named client (network side).
+    pub upstream_links: Vec<String>,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
 }
@@ -91,6 +97,8 @@ impl Default for ClusterSpec {
         ClusterSpec {
             kafka_links: vec![KafkaLinkSpec::host("harness")],
             etcd_links: Vec::new(),
+            upstream: false,
+            upstream_links: Vec::new(),
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -116,9 +124,12 @@ pub struct Cluster {
     pub etcd: ContainerAsync<GenericImage>,
     pub toxiproxy: ContainerAsync<GenericImage>,
     pub kafka: ContainerAsync<GenericImage>,
+    pub upstream: Option<ContainerAsync<GenericImage>>,
     toxi: toxiproxy::Client,
     kafka_links: Vec<Link>,
     etcd_links: Vec<Link>,
+    upstream_links: Vec<Link>,
+    upstream_endpoint: Option<String>,
     verifier_bootstrap: String,
     etcd_endpoint: String,
     // Dropped last: removes whatever the container handles left behind.
@@ -209,6 +220,20 @@ pub async fn log_tail(c: &ContainerAsync<GenericImage>, lines: usize) -> String 
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// The upstream is ready when its oracle hands out a timestamp.
+async fn wait_upstream_ready(endpoint: &str, timeout: Duration) -> Result<()> {
+    use cdc_system::proto::upstream_client::UpstreamClient;
+    wait_until("upstream GetTs", timeout, || {
+        let e = endpoint.to_string();
+        async move {
+            let mut c = UpstreamClient::connect(e).await?;
+            c.get_ts(cdc_system::proto::GetTsRequest {}).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
 impl Cluster {
     /// Starts etcd, Toxiproxy and Kafka for a new run and waits until each is
     /// really ready. Leftovers of earlier, dead runs are reaped first.
@@ -225,6 +250,11 @@ impl Cluster {
         let docker = docker::connect()?;
         for image in images::all() {
             image_present(&docker, image).await?;
+        }
+        if spec.upstream {
+            image_present(&docker, images::system()).await.map_err(|_| {
+                anyhow!("image {} is missing: run `make test` or `scripts/build-system-image.sh` after `cargo build`", images::system())
+            })?;
         }
         docker::reap_leftovers(&docker)
             .await
@@ -307,6 +337,16 @@ impl Cluster {
             });
         }
 
+        let upstream_name = run.name("upstream");
+        let mut upstream_links = Vec::new();
+        for (i, name) in spec.upstream_links.iter().enumerate() {
+            let port = TOXI_UPSTREAM_LINK_BASE_PORT + i as u16;
+            let proxy = format!("upstream-{name}");
+            proxies.push(Proxy::new(&proxy, format!("0.0.0.0:{port}"), format!("{upstream_name}:{UPSTREAM_PORT}")));
+            upstream_links.push(Link { name: name.clone(), side: ClientSide::Network, proxy, address: format!("{toxi_name}:{port}") });
+        }
+        let upstream_host_port = free_port()?;
+
         // etcd and Toxiproxy first (Kafka's advertised addresses point at the proxies).
         let etcd_req = request(images::etcd(), &run, &network, "etcd")
             .with_mapped_port(etcd_host_port, ETCD_CLIENT_PORT.tcp())
@@ -380,15 +420,34 @@ impl Cluster {
             .with_startup_timeout(spec.startup_timeout);
         let kafka = kafka_req.start().await.context("starting Kafka")?;
 
+        let (upstream, upstream_endpoint) = if spec.upstream {
+            let req = request(images::system(), &run, &network, "upstream")
+                .with_mapped_port(upstream_host_port, UPSTREAM_PORT.tcp())
+                .with_cmd(["upstream", "--listen", "0.0.0.0:7000", "--data-dir", "/var/lib/upstream"])
+                .with_startup_timeout(spec.startup_timeout);
+            let c = req.start().await.context("starting the upstream")?;
+            let endpoint = format!("http://127.0.0.1:{upstream_host_port}");
+            let ready = wait_upstream_ready(&endpoint, spec.startup_timeout).await;
+            if let Err(e) = ready {
+                return Err(e.context(format!("upstream log tail:\n{}", log_tail(&c, 20).await)));
+            }
+            (Some(c), Some(endpoint))
+        } else {
+            (None, None)
+        };
+
         let cluster = Cluster {
             run,
             network,
             etcd,
             toxiproxy,
             kafka,
+            upstream,
             toxi,
             kafka_links,
             etcd_links,
+            upstream_links,
+            upstream_endpoint,
             verifier_bootstrap: format!("127.0.0.1:{verifier_port}"),
             etcd_endpoint,
             guard,
@@ -488,6 +547,25 @@ impl Cluster {
     /// Kafka bootstrap for the harness's verifier: bypasses every proxy.
     pub fn verifier_bootstrap(&self) -> &str {
         &self.verifier_bootstrap
+    }
+
+    /// The upstream's gRPC endpoint on the host (`http://127.0.0.1:port`),
+    /// bypassing every proxy; fixed across upstream restarts.
+    pub fn upstream_endpoint(&self) -> Result<&str> {
+        self.upstream_endpoint.as_deref().ok_or_else(|| anyhow!("this cluster was started without the upstream (ClusterSpec::upstream)"))
+    }
+
+    pub fn upstream_links(&self) -> &[Link] {
+        &self.upstream_links
+    }
+
+    /// Restarts the upstream container (graceful stop, start) and waits for
+    /// its gRPC API; its change log lives in the container and survives.
+    pub async fn restart_upstream(&self, timeout: Duration) -> Result<()> {
+        let c = self.upstream.as_ref().ok_or_else(|| anyhow!("no upstream in this cluster"))?;
+        c.stop_with_timeout(Some(10)).await.context("stopping the upstream")?;
+        c.start().await.context("starting the upstream again")?;
+        wait_upstream_ready(self.upstream_endpoint()?, timeout).await
     }
 
     /// etcd client endpoint on the host, bypassing every proxy.

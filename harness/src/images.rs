@@ -50,7 +50,13 @@ pub fn toxiproxy() -> ImageRef {
     }
 }
 
-/// Every image a cluster needs, for the "run make setup" check.
+/// The changefeed system's binaries, built from this workspace by
+/// `scripts/build-system-image.sh` and tagged with the workspace version.
+pub fn system() -> ImageRef {
+    ImageRef { name: prefixed("system"), tag: env!("CARGO_PKG_VERSION") }
+}
+
+/// Every third-party image a cluster needs, for the "run make setup" check.
 pub fn all() -> Vec<ImageRef> {
     vec![etcd(), toxiproxy(), kafka()]
 }

@@ -36,6 +36,7 @@ fn read_all(
     topic: &str,
     partitions: i32,
     expect: usize,
+    within: Duration,
 ) -> Vec<(i32, i64, canal_json::CanalMessage)> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
@@ -50,7 +51,7 @@ fn read_all(
     }
     c.assign(&tpl).unwrap();
     let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + within;
     while out.len() < expect && Instant::now() < deadline {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
             out.push((
@@ -92,9 +93,11 @@ async fn each_key_stays_in_one_partition_in_commit_order() {
         d.await.unwrap();
     }
     let bootstrap = m.bootstrap_servers();
-    let msgs = tokio::task::spawn_blocking(move || read_all(&bootstrap, "order", 3, 600))
-        .await
-        .unwrap();
+    let msgs = tokio::task::spawn_blocking(move || {
+        read_all(&bootstrap, "order", 3, 600, Duration::from_secs(30))
+    })
+    .await
+    .unwrap();
     assert_eq!(msgs.len(), 600);
     let mut per_key: BTreeMap<String, Vec<(i32, i64, u64)>> = BTreeMap::new();
     for (p, o, msg) in &msgs {
@@ -308,4 +311,39 @@ async fn bad_requests_get_clear_errors() {
     assert!(matches!(e, ManagerError::DuplicateDispatcher { .. }), "{e}");
     mgr.remove_dispatcher(&table("db", "t")).await.unwrap();
     assert!(mgr.watermark().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_queued_before_a_failure_is_delivered_after_it() {
+    // A fails (broker down past its timeout); B was queued before A failed
+    // with a later deadline and the broker comes back before B's deadline.
+    // Delivering B would put a key's later change in Kafka after its earlier
+    // one was lost: the sink must purge B.
+    let m = mock("purge", 1);
+    let sink = KafkaSink::new(
+        "cf",
+        &SinkUri::parse(&uri(&m, "purge", "&write-timeout=1500ms")).unwrap(),
+    )
+    .await
+    .unwrap();
+    m.broker_down(1).unwrap();
+    let a = sink.send(&change(1, 100)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let b = sink.send(&change(1, 200)).await.unwrap();
+    let ea = a.await.unwrap_err();
+    assert!(ea.to_string().contains("Message timed out"), "{ea}");
+    m.broker_up(1).unwrap();
+    let eb = b.await.expect_err("B must not be delivered after A failed");
+    assert!(eb.to_string().to_lowercase().contains("purge"), "{eb}");
+    let bootstrap = m.bootstrap_servers();
+    let got = tokio::task::spawn_blocking(move || {
+        read_all(&bootstrap, "purge", 1, 1, Duration::from_secs(3))
+    })
+    .await
+    .unwrap();
+    assert!(got.is_empty(), "delivered after the failure: {got:?}");
+    assert!(matches!(
+        sink.send(&change(2, 300)).await,
+        Err(crate::sink::SinkError::Unusable { .. })
+    ));
 }

@@ -3,9 +3,13 @@
 //! Keys are hashed (CRC32 of the key string) onto `partition-num`
 //! partitions so one key always lands in one partition; the producer is
 //! idempotent (with `required-acks=-1`) so retries cannot reorder a
-//! partition. The first delivery failure is kept as the sink's error and the
-//! sink refuses every later send: the producer is not reused after an async
-//! error (TiCDC's sink ends its run loop the same way).
+//! partition. The first delivery failure is kept as the sink's error, the
+//! producer's queued and in-flight messages are purged at once, and the sink
+//! refuses every later send: the producer is not reused after an async error
+//! (TiCDC's sink ends its run loop the same way). The purge matters: without
+//! it librdkafka keeps retrying messages queued before the failure, and once
+//! the network heals it delivers a key's later change after an earlier one
+//! already timed out, a per-key gap that a rebuild then fills out of order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,7 +19,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer, PurgeConfig};
 
 use super::canal_json;
 use super::uri::SinkUri;
@@ -239,6 +243,7 @@ impl KafkaSink {
             }
         };
         let first = self.first_error.clone();
+        let producer = self.producer.clone();
         let topic = self.uri.topic.clone();
         let dml = DmlInfo::of(change);
         Ok(Box::pin(async move {
@@ -253,8 +258,10 @@ impl KafkaSink {
                     };
                     let mut f = first.lock().unwrap();
                     if f.is_none() {
-                        tracing::warn!(error = %err, "kafka sink failed; the producer will not be reused");
+                        tracing::warn!(error = %err, "kafka sink failed; purging the producer, it will not be reused");
                         *f = Some(err.clone());
+                        drop(f);
+                        producer.purge(PurgeConfig::default().queue().inflight().non_blocking());
                     }
                     Err(err)
                 }
@@ -263,11 +270,18 @@ impl KafkaSink {
         }))
     }
 
-    /// Flushes what is queued (bounded by `timeout`) and drops the producer.
+    /// Tears the producer down: a healthy sink flushes what is queued
+    /// (bounded by `timeout`); a failed one purges everything instead, so
+    /// nothing queued before the failure is delivered after it.
     pub async fn close(self, timeout: Duration) {
+        let failed = self.error().is_some();
         let p = self.producer;
         let _ = tokio::task::spawn_blocking(move || {
-            let _ = p.flush(timeout);
+            if failed {
+                p.purge(PurgeConfig::default().queue().inflight());
+            } else {
+                let _ = p.flush(timeout);
+            }
             drop(p);
         })
         .await;

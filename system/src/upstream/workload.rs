@@ -177,7 +177,12 @@ impl Workload {
 /// then a key that fits it (an existing key for update/delete, a free one for
 /// insert, a few tries each); a row whose draw finds no fitting key takes the
 /// operation the key it found allows.
-fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&TableName, &str) -> bool) -> Vec<RowWrite> {
+fn plan(
+    rng: &mut impl Rng,
+    spec: &WorkloadSpec,
+    seq: u64,
+    exists: &dyn Fn(&TableName, &str) -> bool,
+) -> Vec<RowWrite> {
     let mut picked = std::collections::BTreeSet::new();
     let mut writes = Vec::new();
     let want = spec.rows_per_txn.max(1) as usize;
@@ -197,7 +202,9 @@ fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&Tabl
                 break;
             }
         }
-        let Some((t, id, found)) = choice else { continue };
+        let Some((t, id, found)) = choice else {
+            continue;
+        };
         picked.insert((table_str(&t), id));
         let ty = match (found, x < spec.delete_ratio) {
             (false, _) => ChangeType::Insert,
@@ -209,7 +216,11 @@ fn plan(rng: &mut impl Rng, spec: &WorkloadSpec, seq: u64, exists: &dyn Fn(&Tabl
             columns.push(col("v", string(format!("t{seq}-r{}", writes.len()))));
             columns.push(col("n", int(seq as i64)));
         }
-        writes.push(RowWrite { table: Some(t), r#type: ty as i32, columns });
+        writes.push(RowWrite {
+            table: Some(t),
+            r#type: ty as i32,
+            columns,
+        });
     }
     writes
 }
