@@ -770,3 +770,282 @@ fn is_slug(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toxiproxy::ToxicKind;
+
+    const HEAD: &str = r#"name = "t"
+description = "test"
+
+[cluster]
+nodes = 3
+profiles = ["pre-fix", "fix"]
+
+[[changefeed]]
+name = "cf1"
+
+[expect]
+pre-fix = "fail"
+fix = "pass"
+
+[deadlines]
+run = "10m"
+recover = "60s"
+"#;
+
+    fn parse(steps: &str) -> Result<Scenario, ScenarioErrors> {
+        parse_str(Path::new("t.toml"), &format!("{HEAD}\n{steps}"))
+    }
+
+    /// The single error of `steps`, as (line in `steps`, message, hint).
+    fn error(steps: &str) -> (usize, String, String) {
+        let errs = parse(steps).expect_err("accepted").0;
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let e = &errs[0];
+        let head_lines = HEAD.lines().count() + 1;
+        (
+            e.line.saturating_sub(head_lines),
+            e.message.clone(),
+            e.hint.clone(),
+        )
+    }
+
+    #[test]
+    fn every_action_parses() {
+        let s = parse(
+            r#"
+[[step]]
+action = "start_workload"
+[[step]]
+id = "slow"
+action = "add_toxic"
+target = "maintainer-of:cf1"
+link = "peers"
+peer = "coordinator"
+stream = "downstream"
+toxicity = 0.5
+toxic = { type = "slicer", attributes = { average_size = 64, size_variation = 8, delay = 10 } }
+[[step]]
+id = "cut"
+action = "partition"
+target = "node-of:slow"
+from = "kafka"
+[[step]]
+action = "restart_node"
+target = "any-except:coordinator"
+[[step]]
+id = "dead"
+action = "kill_node"
+target = "node:2"
+[[step]]
+action = "start_node"
+fault = "dead"
+[[step]]
+id = "frozen"
+action = "pause_node"
+target = "dispatcher-host-of:cf1"
+[[step]]
+action = "unpause_node"
+fault = "frozen"
+[[step]]
+action = "resign_coordinator"
+[[step]]
+action = "restart_kafka"
+down_for = "5s"
+[[step]]
+id = "fp"
+action = "enable_failpoint"
+target = "coordinator"
+name = "coordinator/BlockBeforeStopChangefeed"
+value = "pause"
+[[step]]
+action = "disable_failpoint"
+fault = "fp"
+[[step]]
+action = "remove_toxic"
+fault = "slow"
+[[step]]
+action = "heal"
+fault = "cut"
+[[step]]
+action = "wait"
+until = "maintainer_absent"
+changefeed = "cf1"
+on = "node:1"
+timeout = "10s"
+on_timeout = "abort"
+[[step]]
+action = "wait"
+until = "coordinator_changed"
+timeout = "10s"
+[[step]]
+at = "2m"
+action = "sleep"
+duration = "500ms"
+[[step]]
+action = "stop_workload"
+"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let actions: Vec<&str> = s.steps.iter().map(|s| s.kind.action()).collect();
+        for a in ACTIONS {
+            assert!(actions.contains(a), "{a} not exercised");
+        }
+        assert_eq!(
+            s.steps[1].kind,
+            StepKind::AddToxic {
+                target: Target::MaintainerOf("cf1".into()),
+                link: Link::Peers,
+                peer: Some(Target::Coordinator),
+                toxic: ToxicKind::Slicer {
+                    average_size: 64,
+                    size_variation: 8,
+                    delay: 10
+                },
+                stream: Streams::Downstream,
+                toxicity: 0.5,
+            }
+        );
+        assert_eq!(s.steps[1].id.as_deref(), Some("slow"));
+        assert_eq!(s.steps[16].at, Some(Duration::from_secs(120)));
+        assert!(s.heal_at_end);
+        assert_eq!(s.deadlines.maintainer_bootstrap, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn workload_order() {
+        let (line, m, h) = error("[[step]]\naction = \"stop_workload\"\n");
+        assert_eq!(line, 2);
+        assert!(m.contains("no workload is running") && h.contains("start_workload"));
+        let (_, m, _) =
+            error("[[step]]\naction = \"start_workload\"\n[[step]]\naction = \"start_workload\"\n");
+        assert!(m.contains("already running"), "{m}");
+    }
+
+    #[test]
+    fn name_must_match_the_file() {
+        let errs = parse_str(
+            Path::new("other.toml"),
+            &format!("{HEAD}\n[[step]]\naction = \"start_workload\"\n"),
+        )
+        .unwrap_err()
+        .0;
+        assert_eq!(errs[0].line, 1);
+        assert!(errs[0]
+            .message
+            .contains("differs from the file name `other.toml`"));
+        assert!(errs[0].hint.contains("rename the file"));
+    }
+
+    #[test]
+    fn references_and_values() {
+        let cases: &[(&str, &str)] = &[
+            ("[[step]]\naction = \"wait\"\nuntil = \"changefeed_state\"\nchangefeed = \"cf1\"\nstate = \"running\"\ntimeout = \"1s\"\n", "unknown variant `running`"),
+            ("[[step]]\nid = \"a\"\naction = \"sleep\"\nduration = \"1s\"\n[[step]]\nid = \"a\"\naction = \"sleep\"\nduration = \"1s\"\n", "already used by the step at line"),
+            ("[[step]]\naction = \"restart_node\"\ntarget = \"node-of:nope\"\n", "names no earlier step `nope`"),
+            ("[[step]]\nid = \"s\"\naction = \"sleep\"\nduration = \"1s\"\n[[step]]\naction = \"restart_node\"\ntarget = \"node-of:s\"\n", "resolves no node"),
+            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\npeer = \"node:1\"\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "`peer` is set but link = \"kafka\""),
+            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxicity = 1.5\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "not a probability"),
+            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"latency\", attributes = { latency = 1 } }\n", "missing field `jitter`"),
+            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"drop\", attributes = { } }\n", "unknown variant `drop`"),
+            ("[[step]]\naction = \"enable_failpoint\"\ntarget = \"coordinator\"\nname = \"server/resign-failed\"\nvalue = \"true\"\n", "not a failpoint term"),
+            ("[[step]]\naction = \"sleep\"\nduration = \"0s\"\n", "sleep of zero"),
+            ("[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"cf1\"\nstate = \"normal\"\ntimeout = \"1s\"\n", "unknown field `state`"),
+            ("[[step]]\naction = \"wait\"\nuntil = \"soon\"\ntimeout = \"1s\"\n", "unknown variant `soon`"),
+            ("[[step]]\nid = \"Bad Id\"\naction = \"resign_coordinator\"\n", "not a slug"),
+            ("[[step]]\nduration = \"1s\"\n", "has no `action`"),
+            ("[[step]]\nid = \"k\"\naction = \"kill_node\"\ntarget = \"node:1\"\ndown_for = \"1s\"\n[[step]]\naction = \"start_node\"\nfault = \"k\"\n", "no earlier step injected"),
+        ];
+        for (steps, want) in cases {
+            let errs = parse(steps).expect_err(steps).0;
+            assert!(
+                errs.iter()
+                    .any(|e| e.message.contains(want) && !e.hint.is_empty()),
+                "{steps}: want {want:?}, got {errs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn shape_rules_outside_steps() {
+        let step = "\n[[step]]\naction = \"start_workload\"\n";
+        let bad = |from: &str, to: &str| {
+            let text = format!("{}{step}", HEAD.replace(from, to));
+            parse_str(Path::new("t.toml"), &text).expect_err(to).0
+        };
+        let has = |errs: Vec<ScenarioError>, want: &str| {
+            assert!(
+                errs.iter().any(|e| e.message.contains(want)),
+                "want {want:?}: {errs:?}"
+            )
+        };
+        has(bad("nodes = 3", "nodes = 9"), "out of range");
+        has(
+            bad("profiles = [\"pre-fix\", \"fix\"]", "profiles = []"),
+            "is empty",
+        );
+        has(
+            bad(
+                "profiles = [\"pre-fix\", \"fix\"]",
+                "profiles = [\"pre-fix\", \"fix\", \"fix\"]",
+            ),
+            "listed twice",
+        );
+        has(
+            bad(
+                "profiles = [\"pre-fix\", \"fix\"]",
+                "profiles = [\"pre-fix\", \"fixed\"]",
+            ),
+            "unknown variant `fixed`",
+        );
+        has(
+            bad("profiles = [\"pre-fix\", \"fix\"]", "profiles = [\"fix\"]"),
+            "which cluster.profiles does not list",
+        );
+        has(
+            bad(
+                "fix = \"pass\"",
+                "fix = \"pass\"\nfailing_checkers = [\"no-broken\"]",
+            ),
+            "unknown checker `no-broken`",
+        );
+        has(
+            bad(
+                "pre-fix = \"fail\"",
+                "pre-fix = \"pass\"\nfailing_checkers = [\"recovers\"]",
+            ),
+            "no profile expects \"fail\"",
+        );
+        has(
+            bad(
+                "[[changefeed]]\nname = \"cf1\"",
+                "[[changefeed]]\nname = \"cf1\"\n[[changefeed]]\nname = \"cf1\"",
+            ),
+            "declared twice",
+        );
+        has(
+            bad("[[changefeed]]\nname = \"cf1\"\n", ""),
+            "declares no changefeed",
+        );
+        has(
+            bad(
+                "fix\"]\n",
+                "fix\"]\n[cluster.timing]\nbackoff_initial = \"1m\"\nbackoff_max = \"10s\"",
+            ),
+            "above timing.backoff_max",
+        );
+        has(
+            bad("fix\"]\n", "fix\"]\n[cluster.timing]\nbackoff = \"1m\""),
+            "unknown field `backoff`",
+        );
+        has(
+            bad("recover = \"60s\"", "recover = \"0s\""),
+            "deadlines.recover is zero",
+        );
+        has(bad("recover = \"60s\"\n", ""), "missing field `recover`");
+        let no_steps = parse_str(Path::new("t.toml"), HEAD).unwrap_err().0;
+        assert!(no_steps.iter().any(|e| e.message.contains("no steps")));
+    }
+}
