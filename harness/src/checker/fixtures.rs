@@ -43,9 +43,9 @@ pub fn maintainer(
     }
 }
 
-fn base(profile: &str) -> Run {
+fn base(scenario: &str, profile: &str) -> Run {
     let mut run = Run::new(
-        "fixture",
+        scenario,
         profile,
         1,
         Bounds {
@@ -54,6 +54,16 @@ fn base(profile: &str) -> Run {
             removal_only_ms: 10_000,
         },
     );
+    run.meta.git_revision = "fixture".into();
+    run.meta.started_at = "2026-12-02T12:00:00Z".into();
+    run.meta.wall_ms = END_MS + 5_000;
+    for (image, tag) in [
+        ("etcd", "cdc-chaos/etcd:3.4.23"),
+        ("kafka", "cdc-chaos/kafka:4.1.1"),
+        ("toxiproxy", "cdc-chaos/toxiproxy:2.12.0"),
+    ] {
+        run.meta.images.insert(image.into(), tag.into());
+    }
     run.changefeeds = vec!["cf1".into()];
     let target = ResolvedTarget {
         spec: "dispatcher-host-of:cf1".into(),
@@ -148,7 +158,7 @@ fn audit_all(run: &mut Run) {
 /// stopped, the retry bootstraps a new maintainer (epoch 6) on n3, the
 /// checkpoint catches up, everything is normal well before the deadline.
 pub fn healthy() -> Run {
-    let mut run = base("fix");
+    let mut run = base("kafka-io-timeout", "fix");
     let frozen = upstream(FAULT_IN - 500);
     for t in (0..=END_MS).step_by(PERIOD_MS as usize) {
         let checkpoint = if (FAULT_IN..16_000).contains(&t) {
@@ -207,7 +217,7 @@ pub fn healthy() -> Run {
 /// is ignored, R's Working report finishes the add operator, and cf1 is
 /// "replicating" on n2 with no real maintainer, stuck in warning.
 pub fn seed_bug() -> Run {
-    let mut run = base("pre-fix");
+    let mut run = base("stale-cascade-remove", "pre-fix");
     let frozen = upstream(FAULT_IN - 500);
     for t in (0..=END_MS).step_by(PERIOD_MS as usize) {
         let checkpoint = if t < FAULT_IN {

@@ -137,6 +137,37 @@ mod tests {
         assert_eq!(by(checkpoint_monotonic::NAME), Verdict::Pass);
     }
 
+    /// `tests/fixtures/runs/*.json` are the fixtures as `run.json` files
+    /// (with checker results), for readers and renderers of `run.json`.
+    /// Regenerate with `UPDATE_FIXTURES=1 cargo test -p harness --lib`.
+    #[test]
+    fn committed_run_json_examples_match_the_fixtures() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs");
+        for (file, mut run) in [
+            ("kafka-io-timeout-fix.json", fixtures::healthy()),
+            ("stale-cascade-remove-pre-fix.json", fixtures::seed_bug()),
+        ] {
+            let (checks, verdict) = judge(&run);
+            run.checks = checks;
+            run.verdict = Some(verdict);
+            let text = run.to_json().unwrap() + "\n";
+            let path = dir.join(file);
+            if std::env::var_os("UPDATE_FIXTURES").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            }
+            let committed = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                panic!("{}: {e}; create it with UPDATE_FIXTURES=1", path.display())
+            });
+            assert!(
+                committed == text,
+                "{} is stale; regenerate with UPDATE_FIXTURES=1",
+                path.display()
+            );
+            assert_eq!(crate::run_model::Run::from_json(&committed).unwrap(), run);
+        }
+    }
+
     #[test]
     fn evidence_is_capped() {
         let ev = (0..50).map(|i| at(i, "x")).collect();

@@ -152,3 +152,109 @@ pub fn files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     out.sort();
     Ok(out)
 }
+
+impl Scenario {
+    /// Whether a run under `profile` met what the scenario expects: `pass`
+    /// needs a PASS verdict; `fail` needs FAIL (not ERROR or INCONCLUSIVE)
+    /// with every checker of `failing_checkers` among the failing ones, so a
+    /// seed scenario that fails for the wrong reason does not count.
+    pub fn check_expectation(
+        &self,
+        profile: Profile,
+        results: &[crate::run_model::CheckResult],
+        verdict: crate::run_model::Verdict,
+    ) -> Result<(), String> {
+        use crate::run_model::Verdict;
+        let Some(expected) = self.expect.get(&profile) else {
+            return Err(format!(
+                "scenario `{}` declares no expectation for profile `{profile}`",
+                self.name
+            ));
+        };
+        let failing: Vec<&str> = results
+            .iter()
+            .filter(|r| r.verdict == Verdict::Fail)
+            .map(|r| r.checker.as_str())
+            .collect();
+        match (expected, verdict) {
+            (Expected::Pass, Verdict::Pass) => Ok(()),
+            (Expected::Fail, Verdict::Fail) => {
+                let missing: Vec<&String> = self
+                    .failing_checkers
+                    .iter()
+                    .filter(|c| !failing.contains(&c.as_str()))
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "expected FAIL on {}, but the failing checkers were {}",
+                        self.failing_checkers.join(", "),
+                        failing.join(", ")
+                    ))
+                }
+            }
+            (e, v) => Err(format!(
+                "expected {e} under {profile}, got {v}{}",
+                if failing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (failing: {})", failing.join(", "))
+                }
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_model::{CheckResult, Verdict};
+
+    fn result(checker: &str, verdict: Verdict) -> CheckResult {
+        CheckResult {
+            checker: checker.into(),
+            verdict,
+            summary: String::new(),
+            evidence: vec![],
+        }
+    }
+
+    #[test]
+    fn expectations_need_the_right_verdict_and_reason() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let seed = load(&root.join("stale-cascade-remove.toml")).unwrap();
+        let broken = [
+            result("recovers", Verdict::Fail),
+            result("no-broken-maintainer", Verdict::Fail),
+        ];
+        let wrong_reason = [result("recovers", Verdict::Fail)];
+        let clean = [result("recovers", Verdict::Pass)];
+        seed.check_expectation(Profile::PreFix, &broken, Verdict::Fail)
+            .unwrap();
+        let e = seed
+            .check_expectation(Profile::PreFix, &wrong_reason, Verdict::Fail)
+            .unwrap_err();
+        assert!(e.contains("expected FAIL on no-broken-maintainer"), "{e}");
+        assert!(seed
+            .check_expectation(Profile::PreFix, &clean, Verdict::Pass)
+            .is_err());
+        assert!(seed
+            .check_expectation(Profile::PreFix, &broken, Verdict::Error)
+            .is_err());
+        seed.check_expectation(Profile::Fix, &clean, Verdict::Pass)
+            .unwrap();
+        let e = seed
+            .check_expectation(Profile::Hardened, &broken, Verdict::Fail)
+            .unwrap_err();
+        assert!(e.contains("expected pass under hardened, got FAIL"), "{e}");
+        let e = seed
+            .check_expectation(Profile::Hardened, &clean, Verdict::Inconclusive)
+            .unwrap_err();
+        assert!(e.contains("got INCONCLUSIVE"), "{e}");
+        let drop = load(&root.join("drop-messages-with-restarts.toml")).unwrap();
+        assert!(drop
+            .check_expectation(Profile::PreFix, &clean, Verdict::Pass)
+            .is_err());
+    }
+}
