@@ -154,6 +154,23 @@ pub fn files_in(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 impl Scenario {
+    /// The steps whose fault is still open after the last step, in order:
+    /// what the runner heals at the end when `heal_at_end` is true.
+    pub fn open_at_end(&self) -> Vec<&Step> {
+        self.steps
+            .iter()
+            .filter(|s| s.kind.opens_fault().is_some())
+            .filter(|s| {
+                s.id.as_deref().is_none_or(|id| {
+                    !self
+                        .steps
+                        .iter()
+                        .any(|h| h.kind.heals().is_some_and(|(f, _)| f == id))
+                })
+            })
+            .collect()
+    }
+
     /// Whether a run under `profile` met what the scenario expects: `pass`
     /// needs a PASS verdict; `fail` needs FAIL (not ERROR or INCONCLUSIVE)
     /// with every checker of `failing_checkers` among the failing ones, so a
@@ -252,7 +269,17 @@ mod tests {
             .check_expectation(Profile::Hardened, &clean, Verdict::Inconclusive)
             .unwrap_err();
         assert!(e.contains("got INCONCLUSIVE"), "{e}");
+        assert!(seed
+            .open_at_end()
+            .iter()
+            .map(|s| s.id.as_deref())
+            .eq([Some("place-back"), Some("late-remove")]));
+        assert_eq!(
+            seed.steps[4].kind.to_string(),
+            "add_toxic Timeout { timeout: 0 } on dispatcher-host-of:cf1's kafka link (Both, toxicity 1)"
+        );
         let drop = load(&root.join("drop-messages-with-restarts.toml")).unwrap();
+        assert!(drop.open_at_end().is_empty());
         assert!(drop
             .check_expectation(Profile::PreFix, &clean, Verdict::Pass)
             .is_err());

@@ -142,6 +142,15 @@ impl Validator<'_> {
             }
         }
 
+        if raw.description.trim().is_empty() {
+            let at = self.src.find_key(0..text_len, "description").unwrap_or(0);
+            self.err(
+                at,
+                "the description is empty",
+                "say what the scenario does and what it expects under each profile",
+            );
+        }
+
         // cluster
         let cluster_span = raw.cluster.span();
         let rc = raw.cluster.into_inner();
@@ -1045,6 +1054,10 @@ action = "stop_workload"
             "deadlines.recover is zero",
         );
         has(bad("recover = \"60s\"\n", ""), "missing field `recover`");
+        has(
+            bad("description = \"test\"", "description = \" \""),
+            "description is empty",
+        );
         let no_steps = parse_str(Path::new("t.toml"), HEAD).unwrap_err().0;
         assert!(no_steps.iter().any(|e| e.message.contains("no steps")));
     }

@@ -410,6 +410,101 @@ fn one() -> f32 {
     1.0
 }
 
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::ChangefeedState { changefeed, state } => {
+                write!(f, "{changefeed} is {state:?}")
+            }
+            Condition::CoordinatorChanged {} => f.write_str("the coordinator changed"),
+            Condition::MaintainerPresent {
+                changefeed,
+                on,
+                bootstrapped,
+                removal_only,
+            } => {
+                write!(f, "a ")?;
+                if *removal_only == Some(true) {
+                    write!(f, "removal-only ")?;
+                }
+                if *bootstrapped == Some(true) {
+                    write!(f, "bootstrapped ")?;
+                }
+                write!(f, "maintainer of {changefeed} is present")?;
+                if let Some(on) = on {
+                    write!(f, " on {on}")?;
+                }
+                Ok(())
+            }
+            Condition::MaintainerAbsent { changefeed, on } => {
+                write!(f, "no maintainer of {changefeed}")?;
+                if let Some(on) = on {
+                    write!(f, " on {on}")?;
+                }
+                Ok(())
+            }
+            Condition::CheckpointAdvanced { changefeed } => {
+                write!(f, "the checkpoint of {changefeed} advanced")
+            }
+        }
+    }
+}
+
+/// One line per step, for progress output and `StepRecord::detail`.
+impl fmt::Display for StepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepKind::AddToxic {
+                target,
+                link,
+                peer,
+                toxic,
+                stream,
+                toxicity,
+            } => {
+                write!(f, "add_toxic {toxic:?} on {target}'s {link} link")?;
+                if let Some(p) = peer {
+                    write!(f, " to {p}")?;
+                }
+                write!(f, " ({stream:?}, toxicity {toxicity})")
+            }
+            StepKind::Partition { target, from } => write!(f, "partition {target} from {from}"),
+            StepKind::RestartNode { target } => write!(f, "restart_node {target}"),
+            StepKind::KillNode { target, down_for } => match down_for {
+                Some(d) => write!(f, "kill_node {target}, start it after {d}"),
+                None => write!(f, "kill_node {target}"),
+            },
+            StepKind::PauseNode { target } => write!(f, "pause_node {target}"),
+            StepKind::RestartKafka { down_for } => match down_for {
+                Some(d) => write!(f, "restart_kafka after {d}"),
+                None => f.write_str("restart_kafka"),
+            },
+            StepKind::EnableFailpoint {
+                target,
+                name,
+                value,
+            } => write!(f, "enable_failpoint {name}={value} on {target}"),
+            StepKind::RemoveToxic { fault }
+            | StepKind::StartNode { fault }
+            | StepKind::UnpauseNode { fault }
+            | StepKind::DisableFailpoint { fault }
+            | StepKind::Heal { fault } => write!(f, "{} {fault}", self.action()),
+            StepKind::Wait {
+                condition,
+                timeout,
+                on_timeout,
+            } => write!(
+                f,
+                "wait until {condition} (timeout {timeout}, then {on_timeout:?})"
+            ),
+            StepKind::Sleep { duration } => write!(f, "sleep {duration}"),
+            StepKind::StartWorkload {}
+            | StepKind::StopWorkload {}
+            | StepKind::ResignCoordinator {} => f.write_str(self.action()),
+        }
+    }
+}
+
 /// The `action` names, in schema order.
 pub const ACTIONS: &[&str] = &[
     "start_workload",
@@ -601,6 +696,10 @@ pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
     (
         "cdc-chaos/PlaceRetryOnPreviousNode",
         "the coordinator's basic scheduler places a retried changefeed on its previous maintainer's node",
+    ),
+    (
+        "cdc-chaos/DelayCloseRequest",
+        "hold one of this node's outgoing MaintainerCloseRequests for the given ms (sleep(ms)) so it lands on the next generation",
     ),
     (
         "cdc-chaos/HoldCloseAck",
