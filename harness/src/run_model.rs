@@ -186,7 +186,8 @@ pub struct CoordinatorObs {
 pub struct NodeObs {
     /// Node slot (1-based).
     pub node: u32,
-    /// Process identity (new on every start); `None` if the node did not answer.
+    /// Process identity (new on every start): the last one seen if the node
+    /// did not answer this sample, `None` if it never answered since its start.
     #[serde(default)]
     pub node_id: Option<String>,
     /// Whether the node's API answered this sample.

@@ -32,11 +32,28 @@ fn describe(ms: &[&MaintainerObs]) -> String {
         .join(" and ")
 }
 
+/// The coordinator's binding of one changefeed, while it lasts.
+struct Binding {
+    node_id: String,
+    epoch: u64,
+    since: u64,
+    /// Start of the current run of samples where the node lacks a healthy maintainer.
+    bad_since: Option<u64>,
+    reported: bool,
+}
+
+/// What a sample shows of the bound node.
+enum Seen {
+    Healthy,
+    /// The node did not answer (paused, partitioned): neither good nor bad.
+    Unknown,
+    Broken(String),
+}
+
 fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
     let bound = run.bounds.maintainer_bootstrap_ms;
     for name in &run.changefeeds {
-        // (node id, epoch, since, already reported)
-        let mut binding: Option<(String, u64, u64, bool)> = None;
+        let mut binding: Option<Binding> = None;
         for s in &run.samples {
             let Some(c) = s.changefeeds.iter().find(|c| &c.name == name) else {
                 continue;
@@ -48,38 +65,50 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
                     continue;
                 }
             };
-            match &binding {
-                Some((n, e, _, _)) if *n == node_id && *e == c.epoch => {}
-                _ => binding = Some((node_id.clone(), c.epoch, s.t_ms, false)),
+            if !binding
+                .as_ref()
+                .is_some_and(|b| b.node_id == node_id && b.epoch == c.epoch)
+            {
+                binding = Some(Binding {
+                    node_id: node_id.clone(),
+                    epoch: c.epoch,
+                    since: s.t_ms,
+                    bad_since: None,
+                    reported: false,
+                });
             }
-            let (_, epoch, since, reported) = binding.as_mut().expect("set above");
-            if *reported || s.t_ms < *since + bound {
-                continue;
-            }
-            if let Some(msg) = judge_node(s, name, &node_id, *epoch) {
-                *reported = true;
-                evidence.push(at(
-                    s.t_ms,
-                    format!(
-                        "{name}: the coordinator has said since {} ms that it is replicating on node {node_id} (epoch {epoch}); {} later {msg}",
-                        since,
-                        secs(s.t_ms - *since)
-                    ),
-                ));
+            let b = binding.as_mut().expect("set above");
+            match judge_node(s, name, &node_id, b.epoch) {
+                Seen::Healthy => b.bad_since = None,
+                Seen::Unknown => {}
+                Seen::Broken(msg) => {
+                    let bad_since = *b.bad_since.get_or_insert(s.t_ms);
+                    if !b.reported && s.t_ms >= bad_since + bound {
+                        b.reported = true;
+                        evidence.push(at(
+                            s.t_ms,
+                            format!(
+                                "{name}: the coordinator has said since {} ms that it is replicating on node {node_id} (epoch {}), but for {} {msg}",
+                                b.since,
+                                b.epoch,
+                                secs(s.t_ms - bad_since)
+                            ),
+                        ));
+                    }
+                }
             }
         }
     }
 }
 
-/// `None` if node `node_id` hosts a healthy maintainer of `cf` at `epoch`,
-/// or cannot be seen at this sample; else what it hosts.
-fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Option<String> {
+/// Whether node `node_id` hosts a healthy maintainer of `cf` at `epoch`.
+fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Seen {
     match s
         .nodes
         .iter()
         .find(|n| n.node_id.as_deref() == Some(node_id))
     {
-        Some(n) if !n.reachable => None,
+        Some(n) if !n.reachable => Seen::Unknown,
         Some(n) => {
             let ms: Vec<&MaintainerObs> = n
                 .maintainers
@@ -89,12 +118,22 @@ fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Option<String>
             let healthy = ms
                 .iter()
                 .any(|m| m.epoch == epoch && m.bootstrap_done && !m.removal_only && !m.removing);
-            (!healthy).then(|| format!("node {} ({node_id}) hosts {}", n.node, describe(&ms)))
+            if healthy {
+                Seen::Healthy
+            } else {
+                Seen::Broken(format!(
+                    "node {} ({node_id}) hosts {}",
+                    n.node,
+                    describe(&ms)
+                ))
+            }
         }
-        None if s.nodes.iter().any(|n| n.reachable) => Some(format!(
+        // A slot that did not answer and whose identity is unknown may be it.
+        None if s.nodes.iter().any(|n| !n.reachable && n.node_id.is_none()) => Seen::Unknown,
+        None if s.nodes.iter().any(|n| n.reachable) => Seen::Broken(format!(
             "no live node has id {node_id} (it restarted or left)"
         )),
-        None => None,
+        None => Seen::Unknown,
     }
 }
 
@@ -252,6 +291,58 @@ mod tests {
             s.nodes[2].maintainers[0].epoch = 5;
         }
         assert_eq!(check(&run).verdict, Verdict::Fail);
+    }
+
+    /// n3 (cf1's maintainer) is killed at 30 s and back as n3-b at 35 s; the
+    /// coordinator keeps the dead binding until `rebind_at`, then binds
+    /// epoch 7 to n3-b, which bootstraps at once.
+    fn killed_maintainer_node(rebind_at: u64) -> Run {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 30_000) {
+            let n3 = &mut s.nodes[2];
+            if s.t_ms < 35_000 {
+                n3.reachable = false;
+                n3.node_id = None;
+                n3.maintainers.clear();
+            } else {
+                n3.node_id = Some("n3-b".into());
+                n3.maintainers.clear();
+            }
+            if s.t_ms >= rebind_at {
+                s.changefeeds[0].maintainer_node_id = Some("n3-b".into());
+                s.changefeeds[0].epoch = 7;
+                n3.maintainers.push(fixtures::maintainer(7, true, false, 0));
+            }
+        }
+        run
+    }
+
+    #[test]
+    fn a_killed_node_is_judged_only_after_the_coordinator_had_the_bound_to_notice() {
+        let r = check(&killed_maintainer_node(38_000));
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        let r = check(&killed_maintainer_node(u64::MAX));
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert_eq!(r.evidence[0].t_ms, Some(40_000), "{r:?}");
+        assert!(
+            r.evidence[0].message.contains("no live node has id n3-a"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn fails_when_a_stale_remove_stops_the_new_maintainer() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 25_000) {
+            s.nodes[2].maintainers.clear();
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert_eq!(r.evidence[0].t_ms, Some(30_000), "{r:?}");
+        assert!(
+            r.evidence[0].message.contains("hosts no maintainer of it"),
+            "{r:?}"
+        );
     }
 
     #[test]
