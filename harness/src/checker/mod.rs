@@ -41,15 +41,55 @@ pub const NAMES: &[&str] = &[
     faults_bit::NAME,
 ];
 
-/// Runs every checker and combines the verdicts; a run that recorded a
-/// harness error is ERROR whatever the checkers say.
+/// Runs every checker and combines the verdicts. A run that recorded a
+/// harness error, or whose record is not well formed (see [`well_formed`]),
+/// is ERROR whatever the checkers say; the latter adds a `run-model` result.
 pub fn judge(run: &Run) -> (Vec<CheckResult>, Verdict) {
-    let results: Vec<CheckResult> = ALL.iter().map(|(_, check)| check(run)).collect();
+    let mut results: Vec<CheckResult> = ALL.iter().map(|(_, check)| check(run)).collect();
+    let problems = well_formed(run);
+    if !problems.is_empty() {
+        results.push(result(
+            "run-model",
+            Verdict::Error,
+            "the run record is not well formed; the checkers' verdicts cannot be trusted",
+            problems.into_iter().map(note).collect(),
+        ));
+    }
     let mut verdict = Verdict::combine(results.iter().map(|r| r.verdict));
     if run.meta.harness_error.is_some() {
         verdict = Verdict::Error;
     }
     (results, verdict)
+}
+
+/// What is wrong with the record itself (a harness bug, not a system one):
+/// samples out of time order, a fault healed before it was injected, a
+/// changefeed observed that the scenario did not declare.
+pub fn well_formed(run: &Run) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(w) = run.samples.windows(2).find(|w| w[1].t_ms < w[0].t_ms) {
+        problems.push(format!(
+            "samples out of time order: {} ms after {} ms",
+            w[1].t_ms, w[0].t_ms
+        ));
+    }
+    for f in &run.faults {
+        if f.healed_ms.is_some_and(|h| h < f.injected_ms) {
+            problems.push(format!("fault `{}` healed before it was injected", f.id));
+        }
+    }
+    let undeclared: std::collections::BTreeSet<&str> = run
+        .samples
+        .iter()
+        .flat_map(|s| s.changefeeds.iter().map(|c| c.name.as_str()))
+        .filter(|n| !run.changefeeds.iter().any(|d| d == n))
+        .collect();
+    for n in undeclared {
+        problems.push(format!(
+            "changefeed `{n}` observed but not declared in `changefeeds`"
+        ));
+    }
+    problems
 }
 
 /// Builds a result; `evidence` caps at [`MAX_EVIDENCE`] entries.
@@ -166,6 +206,22 @@ mod tests {
             );
             assert_eq!(crate::run_model::Run::from_json(&committed).unwrap(), run);
         }
+    }
+
+    #[test]
+    fn a_malformed_record_is_an_error() {
+        let mut run = fixtures::healthy();
+        run.samples.swap(3, 4);
+        let (results, verdict) = judge(&run);
+        assert_eq!(verdict, Verdict::Error);
+        let r = results.iter().find(|r| r.checker == "run-model").unwrap();
+        assert!(r.evidence[0].message.contains("out of time order"), "{r:?}");
+        let mut run = fixtures::healthy();
+        run.faults[0].healed_ms = Some(1);
+        run.changefeeds.clear();
+        let problems = well_formed(&run);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(well_formed(&fixtures::healthy()).is_empty());
     }
 
     #[test]
