@@ -20,14 +20,22 @@
 //! The control plane (coordinator, maintainer, operators, bootstrap, epochs)
 //! is the control-plane issue's; it drives [`dispatcher_manager`].
 
+pub mod coordinator;
 pub mod dispatcher;
 pub mod dispatcher_manager;
+pub mod dispatcher_orchestrator;
+pub mod maintainer;
+pub mod messages;
+pub mod profile;
+pub mod sim;
 pub mod sink;
 pub mod tso;
 pub mod upstream;
 
 #[cfg(test)]
 mod mock_tests;
+#[cfg(test)]
+mod seed_tests;
 
 /// The upstream service's gRPC types, generated from `proto/upstream.proto`.
 pub mod proto {

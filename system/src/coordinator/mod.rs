@@ -1,0 +1,587 @@
+//! The coordinator: one per cluster, elected through etcd (reference §1.5-1.9,
+//! §3). Sans-IO: it consumes messages and ticks with a time in ms and leaves
+//! outgoing messages in its outbox, so the same logic runs in the real node
+//! and in the deterministic simulator ([`crate::sim`]).
+//!
+//! Owns the changefeed DB (absent / scheduling / replicating / stopped), one
+//! operator per changefeed ([`operator`]), the basic least-loaded scheduler,
+//! the warning path with [`backoff`], the persisted state (epoch, checkpoint,
+//! state, error; etcd in the node, a map in the simulator), and the
+//! coordinator bootstrap after a switch (§3.5).
+
+pub mod backoff;
+pub mod operator;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::messages::{
+    ChangefeedId, ComponentState, Envelope, MaintainerStatus, Message, NodeId, RunningError,
+};
+use crate::profile::Profile;
+use backoff::Backoff;
+use operator::{OpKind, Operator};
+
+/// Timing of the coordinator (TiCDC defaults, all overridable).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CoordinatorConfig {
+    pub operator_resend_ms: u64,
+    pub scheduler_interval_ms: u64,
+    pub backoff_initial_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Fail a changefeed after this long in warning without progress.
+    pub give_up_ms: u64,
+    /// Wait at most this long for coordinator-bootstrap answers.
+    pub bootstrap_timeout_ms: u64,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            operator_resend_ms: 500,
+            scheduler_interval_ms: 500,
+            backoff_initial_ms: 10_000,
+            backoff_max_ms: 600_000,
+            give_up_ms: 1_800_000,
+            bootstrap_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// The user-visible state of a changefeed (TiCDC's `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedState {
+    Normal,
+    Warning,
+    Failed,
+    Stopped,
+}
+
+/// Where the coordinator believes the changefeed's maintainer is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduling {
+    Absent { retry_at_ms: u64 },
+    Scheduling { node: NodeId },
+    Replicating { node: NodeId },
+    Stopped,
+}
+
+/// What survives a coordinator switch (etcd in the node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedFeed {
+    pub id: ChangefeedId,
+    pub epoch: u64,
+    pub checkpoint_ts: u64,
+    pub state: FeedState,
+    pub error: Option<RunningError>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Changefeed {
+    pub info: PersistedFeed,
+    pub scheduling: Scheduling,
+    #[serde(skip)]
+    pub backoff: Backoff,
+    pub last_progress_ms: u64,
+}
+
+impl Changefeed {
+    pub fn bound_node(&self) -> Option<&NodeId> {
+        match &self.scheduling {
+            Scheduling::Scheduling { node } | Scheduling::Replicating { node } => Some(node),
+            _ => None,
+        }
+    }
+}
+
+/// An unfinished coordinator bootstrap: (started at, nodes still to
+/// answer, the maintainers reported so far with their node).
+type BootstrapState = (u64, BTreeSet<NodeId>, Vec<(NodeId, MaintainerStatus)>);
+
+pub struct Coordinator {
+    pub node: NodeId,
+    /// The owner key's revision at election: this coordinator's term.
+    pub version: u64,
+    profile: Profile,
+    cfg: CoordinatorConfig,
+    feeds: BTreeMap<ChangefeedId, Changefeed>,
+    operators: BTreeMap<ChangefeedId, Operator>,
+    alive: BTreeSet<NodeId>,
+    /// Nodes whose coordinator-bootstrap answer is awaited, with answers so far.
+    bootstrap: Option<BootstrapState>,
+    last_schedule_ms: u64,
+    /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
+    forced_placement: BTreeMap<ChangefeedId, NodeId>,
+    outbox: Vec<Envelope>,
+    /// Notable decisions, for logs and tests.
+    pub events: Vec<(u64, String)>,
+}
+
+impl Coordinator {
+    /// A coordinator taking office with the persisted changefeeds; it first
+    /// bootstraps (asks every alive node for its maintainers).
+    pub fn new(
+        node: NodeId,
+        version: u64,
+        profile: Profile,
+        cfg: CoordinatorConfig,
+        persisted: Vec<PersistedFeed>,
+        alive: BTreeSet<NodeId>,
+        now: u64,
+    ) -> Self {
+        let feeds = persisted
+            .into_iter()
+            .map(|info| {
+                let c = Changefeed {
+                    scheduling: if info.state == FeedState::Stopped
+                        || info.state == FeedState::Failed
+                    {
+                        Scheduling::Stopped
+                    } else {
+                        Scheduling::Absent { retry_at_ms: now }
+                    },
+                    backoff: Backoff::new(cfg.backoff_initial_ms, cfg.backoff_max_ms),
+                    last_progress_ms: now,
+                    info,
+                };
+                (c.info.id.clone(), c)
+            })
+            .collect();
+        let mut c = Coordinator {
+            node,
+            version,
+            profile,
+            cfg,
+            feeds,
+            operators: BTreeMap::new(),
+            alive: alive.clone(),
+            bootstrap: Some((now, alive.clone(), Vec::new())),
+            last_schedule_ms: 0,
+            forced_placement: BTreeMap::new(),
+            outbox: Vec::new(),
+            events: Vec::new(),
+        };
+        for n in &alive {
+            c.send(n, Message::CoordinatorBootstrapRequest { version });
+        }
+        c.log(
+            now,
+            format!(
+                "coordinator {} (version {version}) bootstrapping with {} node(s)",
+                c.node,
+                alive.len()
+            ),
+        );
+        c
+    }
+
+    fn send(&mut self, to: &NodeId, msg: Message) {
+        self.outbox.push(Envelope {
+            from: self.node.clone(),
+            to: to.clone(),
+            msg,
+        });
+    }
+
+    fn log(&mut self, now: u64, e: String) {
+        tracing::info!(coordinator = %self.node, version = self.version, now, "{e}");
+        self.events.push((now, e));
+    }
+
+    pub fn take_outbox(&mut self) -> Vec<Envelope> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    pub fn is_bootstrapped(&self) -> bool {
+        self.bootstrap.is_none()
+    }
+
+    pub fn changefeed(&self, id: &str) -> Option<&Changefeed> {
+        self.feeds.get(id)
+    }
+
+    pub fn changefeeds(&self) -> impl Iterator<Item = &Changefeed> {
+        self.feeds.values()
+    }
+
+    pub fn operator(&self, id: &str) -> Option<&Operator> {
+        self.operators.get(id)
+    }
+
+    pub fn operators(&self) -> impl Iterator<Item = &Operator> {
+        self.operators.values()
+    }
+
+    /// What would survive this coordinator (etcd's content).
+    pub fn persisted(&self) -> Vec<PersistedFeed> {
+        self.feeds.values().map(|c| c.info.clone()).collect()
+    }
+
+    /// Failpoint: place the next add of `cf` on `node`.
+    pub fn force_placement(&mut self, cf: &str, node: &str) {
+        self.forced_placement.insert(cf.into(), node.into());
+    }
+
+    /// Creates a changefeed; an existing ID is an error.
+    pub fn create_changefeed(&mut self, now: u64, id: &str, start_ts: u64) -> Result<(), String> {
+        if self.feeds.contains_key(id) {
+            return Err(format!("changefeed {id} already exists"));
+        }
+        let info = PersistedFeed {
+            id: id.into(),
+            epoch: 0,
+            checkpoint_ts: start_ts,
+            state: FeedState::Normal,
+            error: None,
+        };
+        self.feeds.insert(
+            id.into(),
+            Changefeed {
+                info,
+                scheduling: Scheduling::Absent { retry_at_ms: now },
+                backoff: Backoff::new(self.cfg.backoff_initial_ms, self.cfg.backoff_max_ms),
+                last_progress_ms: now,
+            },
+        );
+        self.log(now, format!("changefeed {id} created at {start_ts}"));
+        Ok(())
+    }
+
+    /// Pause: stop the maintainer with a cascade remove and keep it stopped.
+    pub fn pause(&mut self, now: u64, id: &str) -> Result<(), String> {
+        let c = self
+            .feeds
+            .get_mut(id)
+            .ok_or_else(|| format!("changefeed {id} not found"))?;
+        c.info.state = FeedState::Stopped;
+        let bound = c.bound_node().cloned();
+        let epoch = c.info.epoch;
+        c.scheduling = Scheduling::Stopped;
+        if let Some(node) = bound {
+            self.operators.insert(
+                id.into(),
+                Operator::new(
+                    id,
+                    OpKind::Stop {
+                        node,
+                        cascade: true,
+                    },
+                    epoch,
+                ),
+            );
+        }
+        self.log(now, format!("changefeed {id} paused"));
+        Ok(())
+    }
+
+    /// Resume a paused or failed changefeed.
+    pub fn resume(&mut self, now: u64, id: &str) -> Result<(), String> {
+        let c = self
+            .feeds
+            .get_mut(id)
+            .ok_or_else(|| format!("changefeed {id} not found"))?;
+        if !matches!(c.info.state, FeedState::Stopped | FeedState::Failed) {
+            return Err(format!("changefeed {id} is not paused"));
+        }
+        c.info.state = FeedState::Normal;
+        c.info.error = None;
+        c.scheduling = Scheduling::Absent { retry_at_ms: now };
+        c.backoff.reset();
+        c.last_progress_ms = now;
+        self.log(now, format!("changefeed {id} resumed"));
+        Ok(())
+    }
+
+    pub fn on_message(&mut self, now: u64, from: &NodeId, msg: Message) {
+        match msg {
+            Message::MaintainerStatuses { statuses } => {
+                for s in statuses {
+                    self.on_status(now, from, s);
+                }
+            }
+            Message::CoordinatorBootstrapResponse { version, statuses }
+                if version == self.version =>
+            {
+                if let Some((_, waiting, answers)) = &mut self.bootstrap {
+                    waiting.remove(from);
+                    answers.extend(statuses.into_iter().map(|s| (from.clone(), s)));
+                }
+                self.try_finish_bootstrap(now, false);
+            }
+            _ => {}
+        }
+    }
+
+    /// Coordinator bootstrap (§3.5): from the reported maintainers decide
+    /// where each changefeed runs. pre-fix/fix adopt any Working report;
+    /// hardened adopts only a bootstrapped one of the persisted epoch and
+    /// stops every other reported owner with its own epoch.
+    fn try_finish_bootstrap(&mut self, now: u64, timed_out: bool) {
+        let Some((_, waiting, _)) = &self.bootstrap else {
+            return;
+        };
+        if !waiting.is_empty() && !timed_out {
+            return;
+        }
+        let (_, _, answers) = self.bootstrap.take().unwrap();
+        let ids: Vec<ChangefeedId> = self.feeds.keys().cloned().collect();
+        for id in ids {
+            let reports: Vec<&(NodeId, MaintainerStatus)> =
+                answers.iter().filter(|(_, s)| s.changefeed == id).collect();
+            let epoch = self.feeds[&id].info.epoch;
+            let adopt = reports.iter().find(|(_, s)| {
+                s.state == ComponentState::Working
+                    && (!self.profile.epochs_checked() || s.epoch == epoch)
+                    && (!self.profile.coordinator_bootstrap_requires_bootstrap_done()
+                        || s.bootstrap_done)
+            });
+            let adopted = adopt.map(|(n, _)| n.clone());
+            let c = self.feeds.get_mut(&id).unwrap();
+            if matches!(c.scheduling, Scheduling::Stopped) {
+                continue;
+            }
+            match &adopted {
+                Some(n) => c.scheduling = Scheduling::Replicating { node: n.clone() },
+                None => c.scheduling = Scheduling::Absent { retry_at_ms: now },
+            }
+            if self.profile.epochs_checked() {
+                let stale: Vec<(NodeId, u64)> = reports
+                    .iter()
+                    .filter(|(n, s)| {
+                        Some(n) != adopted.as_ref() && s.state == ComponentState::Working
+                    })
+                    .map(|(n, s)| (n.clone(), s.epoch))
+                    .collect();
+                for (n, e) in stale {
+                    self.send(
+                        &n,
+                        Message::RemoveMaintainer {
+                            changefeed: id.clone(),
+                            epoch: e,
+                            cascade: false,
+                        },
+                    );
+                }
+            }
+            let msg = match &adopted {
+                Some(n) => format!("bootstrap: changefeed {id} adopted as replicating on {n}"),
+                None => format!("bootstrap: changefeed {id} has no running maintainer; scheduling"),
+            };
+            self.log(now, msg);
+        }
+    }
+
+    fn on_status(&mut self, now: u64, from: &NodeId, s: MaintainerStatus) {
+        // 1. Operators see every status first (TiCDC: UpdateOperatorStatus).
+        let cf = s.changefeed.clone();
+        let finished = match self.operators.get(&cf) {
+            Some(op) => op.check(self.profile, from, &s),
+            None => false,
+        };
+        if finished {
+            let op = self.operators.remove(&cf).unwrap();
+            let msg = op.post_finish_message(from, &s);
+            if let (OpKind::Add { dest }, Some(c)) = (&op.kind, self.feeds.get_mut(&cf)) {
+                c.scheduling = Scheduling::Replicating { node: dest.clone() };
+            }
+            self.log(now, msg);
+        }
+        // 2. The changefeed's own status (TiCDC: Changefeed.UpdateStatus).
+        let profile = self.profile;
+        let Some(c) = self.feeds.get_mut(&cf) else {
+            return;
+        };
+        if c.bound_node() != Some(from) {
+            return; // validateMaintainerNode
+        }
+        if profile.epochs_checked() && s.epoch != c.info.epoch {
+            return;
+        }
+        let regressed = s.checkpoint_ts < c.info.checkpoint_ts;
+        if regressed && !profile.errors_survive_checkpoint_regression() {
+            return; // F7: the whole report is dropped
+        }
+        if !regressed && s.checkpoint_ts > c.info.checkpoint_ts {
+            c.info.checkpoint_ts = s.checkpoint_ts;
+            c.last_progress_ms = now;
+            if c.info.state == FeedState::Warning && s.errors.is_empty() && s.bootstrap_done {
+                c.info.state = FeedState::Normal;
+                c.info.error = None;
+                c.backoff.reset();
+                let m = format!(
+                    "changefeed {cf} back to normal at checkpoint {}",
+                    s.checkpoint_ts
+                );
+                self.log(now, m);
+            }
+        }
+        if let Some(err) = s.errors.first().cloned() {
+            self.on_error(now, &cf, err);
+        }
+    }
+
+    /// The warning path (§1.14 step 7): persist the warning, cascade-stop the
+    /// maintainer, and requeue with backoff; fail after `give_up_ms` without progress.
+    fn on_error(&mut self, now: u64, cf: &str, err: RunningError) {
+        let give_up = self.cfg.give_up_ms;
+        let c = self.feeds.get_mut(cf).unwrap();
+        let Some(node) = c.bound_node().cloned() else {
+            return;
+        };
+        let epoch = c.info.epoch;
+        c.info.error = Some(err.clone());
+        if now.saturating_sub(c.last_progress_ms) > give_up {
+            c.info.state = FeedState::Failed;
+            c.scheduling = Scheduling::Stopped;
+        } else {
+            c.info.state = FeedState::Warning;
+            let wait = c.backoff.next_ms();
+            c.scheduling = Scheduling::Absent {
+                retry_at_ms: now + wait,
+            };
+        }
+        let state = c.info.state;
+        self.operators.insert(
+            cf.into(),
+            Operator::new(
+                cf,
+                OpKind::Stop {
+                    node: node.clone(),
+                    cascade: true,
+                },
+                epoch,
+            ),
+        );
+        self.log(
+            now,
+            format!(
+                "changefeed {cf} meets error {} on {}: {:?}, cascade stop on {node}",
+                err.code, err.node, state
+            ),
+        );
+    }
+
+    /// Membership changed: operators and bindings on departed nodes are
+    /// resolved (§3.6).
+    pub fn on_membership(&mut self, now: u64, alive: BTreeSet<NodeId>) {
+        let gone: Vec<NodeId> = self.alive.difference(&alive).cloned().collect();
+        self.alive = alive;
+        if let Some((_, waiting, _)) = &mut self.bootstrap {
+            for g in &gone {
+                waiting.remove(g);
+            }
+        }
+        self.try_finish_bootstrap(now, false);
+        for g in gone {
+            let ops: Vec<ChangefeedId> = self
+                .operators
+                .iter()
+                .filter(|(_, o)| o.target() == &g)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for cf in ops {
+                let op = self.operators.remove(&cf).unwrap();
+                if let (OpKind::Add { .. }, Some(c)) = (&op.kind, self.feeds.get_mut(&cf)) {
+                    c.scheduling = Scheduling::Absent { retry_at_ms: now };
+                }
+            }
+            for c in self.feeds.values_mut() {
+                if c.bound_node() == Some(&g)
+                    && matches!(c.scheduling, Scheduling::Replicating { .. })
+                {
+                    c.scheduling = Scheduling::Absent { retry_at_ms: now };
+                }
+            }
+            self.log(
+                now,
+                format!("node {g} left; its maintainers are rescheduled"),
+            );
+        }
+    }
+
+    pub fn tick(&mut self, now: u64) {
+        if let Some((started, _, _)) = &self.bootstrap {
+            if now.saturating_sub(*started) >= self.cfg.bootstrap_timeout_ms {
+                self.try_finish_bootstrap(now, true);
+            } else {
+                return;
+            }
+        }
+        // Operators re-send until Check flips them.
+        let resend = self.cfg.operator_resend_ms;
+        let mut out = Vec::new();
+        for op in self.operators.values_mut() {
+            if op.last_sent_ms.is_none_or(|t| now >= t + resend) {
+                op.last_sent_ms = Some(now);
+                out.push((
+                    op.target().clone(),
+                    op.message(
+                        self.feeds
+                            .get(&op.changefeed)
+                            .map(|c| c.info.checkpoint_ts)
+                            .unwrap_or(0),
+                    ),
+                ));
+            }
+        }
+        for (to, m) in out {
+            self.send(&to, m);
+        }
+        // The basic scheduler.
+        if now >= self.last_schedule_ms + self.cfg.scheduler_interval_ms {
+            self.last_schedule_ms = now;
+            self.schedule(now);
+        }
+    }
+
+    fn load(&self) -> BTreeMap<NodeId, usize> {
+        let mut l: BTreeMap<NodeId, usize> = self.alive.iter().map(|n| (n.clone(), 0)).collect();
+        for c in self.feeds.values() {
+            if let Some(n) = c.bound_node() {
+                if let Some(x) = l.get_mut(n) {
+                    *x += 1;
+                }
+            }
+        }
+        l
+    }
+
+    fn schedule(&mut self, now: u64) {
+        let due: Vec<ChangefeedId> = self
+            .feeds
+            .values()
+            .filter(|c| matches!(c.scheduling, Scheduling::Absent { retry_at_ms } if retry_at_ms <= now))
+            .filter(|c| !self.operators.contains_key(&c.info.id))
+            .map(|c| c.info.id.clone())
+            .collect();
+        for id in due {
+            let node = match self.forced_placement.remove(&id) {
+                Some(n) if self.alive.contains(&n) => n,
+                _ => match self.load().into_iter().min_by_key(|(n, l)| (*l, n.clone())) {
+                    Some((n, _)) => n,
+                    None => return,
+                },
+            };
+            let c = self.feeds.get_mut(&id).unwrap();
+            // The epoch is bumped (and persisted) before any new owner exists.
+            c.info.epoch += 1;
+            let epoch = c.info.epoch;
+            c.scheduling = Scheduling::Scheduling { node: node.clone() };
+            self.operators.insert(
+                id.clone(),
+                Operator::new(&id, OpKind::Add { dest: node.clone() }, epoch),
+            );
+            self.log(
+                now,
+                format!("add maintainer operator for {id} on {node} (epoch {epoch})"),
+            );
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Coordinator operators (TiCDC `coordinator/operator`): one per changefeed,
+//! re-sending their command every tick until `check` is satisfied by a
+//! maintainer status. `check` holds the seed bug: under `pre-fix` an add
+//! finishes on `from == dest && State == Working`, which a removal-only
+//! maintainer also reports.
+
+use serde::Serialize;
+
+use crate::messages::{ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId};
+use crate::profile::Profile;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Add { dest: NodeId },
+    Stop { node: NodeId, cascade: bool },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Operator {
+    pub changefeed: ChangefeedId,
+    pub kind: OpKind,
+    /// The maintainer epoch this operator creates or targets.
+    pub epoch: u64,
+    pub last_sent_ms: Option<u64>,
+}
+
+impl Operator {
+    pub fn new(cf: &str, kind: OpKind, epoch: u64) -> Self {
+        Operator {
+            changefeed: cf.into(),
+            kind,
+            epoch,
+            last_sent_ms: None,
+        }
+    }
+
+    pub fn target(&self) -> &NodeId {
+        match &self.kind {
+            OpKind::Add { dest } => dest,
+            OpKind::Stop { node, .. } => node,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            OpKind::Add { .. } => "AddMaintainerOperator",
+            OpKind::Stop { .. } => "StopChangefeedOperator",
+        }
+    }
+
+    /// The command this operator (re-)sends.
+    pub fn message(&self, checkpoint_ts: u64) -> Message {
+        match &self.kind {
+            OpKind::Add { .. } => Message::AddMaintainer {
+                changefeed: self.changefeed.clone(),
+                epoch: self.epoch,
+                checkpoint_ts,
+            },
+            OpKind::Stop { cascade, .. } => Message::RemoveMaintainer {
+                changefeed: self.changefeed.clone(),
+                epoch: self.epoch,
+                cascade: *cascade,
+            },
+        }
+    }
+
+    /// Whether status `s` from `from` finishes this operator.
+    pub fn check(&self, profile: Profile, from: &NodeId, s: &MaintainerStatus) -> bool {
+        match &self.kind {
+            OpKind::Add { dest } => {
+                from == dest
+                    && s.state == ComponentState::Working
+                    && (!profile.add_requires_bootstrap_done() || s.bootstrap_done)
+                    && (!profile.epochs_checked() || s.epoch == self.epoch)
+            }
+            OpKind::Stop { node, .. } => {
+                s.state != ComponentState::Working
+                    && (!profile.stop_requires_target() || (from == node && s.epoch == self.epoch))
+            }
+        }
+    }
+
+    pub fn post_finish_message(&self, from: &NodeId, s: &MaintainerStatus) -> String {
+        format!(
+            "{} for {} finished by {from}'s report (state {:?}, bootstrap_done {}, epoch {}, checkpoint {})",
+            self.name(),
+            self.changefeed,
+            s.state,
+            s.bootstrap_done,
+            s.epoch,
+            s.checkpoint_ts
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(state: ComponentState, bootstrap_done: bool, epoch: u64) -> MaintainerStatus {
+        MaintainerStatus {
+            changefeed: "c".into(),
+            state,
+            bootstrap_done,
+            checkpoint_ts: 1,
+            epoch,
+            removal_only: !bootstrap_done,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn add_check_per_profile_is_the_seed_bug_and_its_fix() {
+        let op = Operator::new("c", OpKind::Add { dest: "A".into() }, 7);
+        let removal_only = status(ComponentState::Working, false, 6);
+        let real = status(ComponentState::Working, true, 7);
+        let a: NodeId = "A".into();
+        assert!(
+            op.check(Profile::PreFix, &a, &removal_only),
+            "pre-fix takes Working as success (issue 3952)"
+        );
+        assert!(
+            !op.check(Profile::Fix, &a, &removal_only),
+            "the fix requires BootstrapDone (PR 3976)"
+        );
+        assert!(!op.check(Profile::Hardened, &a, &removal_only));
+        for p in Profile::ALL {
+            assert!(op.check(p, &a, &real));
+            assert!(
+                !op.check(p, &"B".into(), &real),
+                "only the destination counts"
+            );
+        }
+        assert!(
+            !op.check(
+                Profile::Hardened,
+                &a,
+                &status(ComponentState::Working, true, 6)
+            ),
+            "hardened: epoch must match"
+        );
+    }
+
+    #[test]
+    fn stop_check_per_profile() {
+        let op = Operator::new(
+            "c",
+            OpKind::Stop {
+                node: "A".into(),
+                cascade: true,
+            },
+            7,
+        );
+        let other_node_stopped = status(ComponentState::Stopped, true, 7);
+        assert!(
+            op.check(Profile::Fix, &"B".into(), &other_node_stopped),
+            "F9: any node's non-Working report"
+        );
+        assert!(!op.check(Profile::Hardened, &"B".into(), &other_node_stopped));
+        assert!(op.check(Profile::Hardened, &"A".into(), &other_node_stopped));
+    }
+}

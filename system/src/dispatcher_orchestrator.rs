@@ -1,0 +1,275 @@
+//! The dispatcher orchestrator of a node (reference §1.13): answers a
+//! maintainer's bootstrap by creating (or reusing) the changefeed's
+//! dispatcher manager, closes it on a close request (asynchronously: the
+//! first answer is "not yet"), and sends each manager's heartbeat
+//! (watermark, first error) to its owner maintainer every 200 ms.
+//!
+//! The dispatcher managers themselves sit behind [`DispatcherBackend`]: the
+//! simulator uses [`SimBackend`]; a node uses the data plane's
+//! [`crate::dispatcher_manager::DispatcherManager`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::messages::{ChangefeedId, Envelope, Message, NodeId, RunningError};
+use crate::profile::Profile;
+
+const HEARTBEAT_MS: u64 = 200;
+
+/// The dispatcher managers of one node, as the orchestrator drives them.
+pub trait DispatcherBackend: Send {
+    /// Creates the changefeed's manager from `checkpoint_ts` (no-op if present).
+    fn create(&mut self, cf: &str, checkpoint_ts: u64, now: u64);
+    fn exists(&self, cf: &str) -> bool;
+    /// The manager's watermark (min checkpoint of its dispatchers).
+    fn watermark(&mut self, cf: &str, now: u64) -> Option<u64>;
+    fn error(&self, cf: &str) -> Option<RunningError>;
+    /// Asynchronous close: `false` = started / not yet done; `true` = gone.
+    fn try_close(&mut self, cf: &str) -> bool;
+    /// Failpoint `sink/async-send-error`: the changefeed's current (or next)
+    /// manager fails as if Kafka had failed a delivery. `false` if unsupported.
+    fn inject_sink_error(&mut self, _cf: &str) -> bool {
+        false
+    }
+}
+
+pub struct DispatcherOrchestrator {
+    pub node: NodeId,
+    profile: Profile,
+    backend: Box<dyn DispatcherBackend>,
+    /// Owner (maintainer node, epoch) of each manager.
+    owners: BTreeMap<ChangefeedId, (NodeId, u64)>,
+    /// Highest epoch that closed a manager of the changefeed here.
+    tombstones: BTreeMap<ChangefeedId, u64>,
+    last_heartbeat_ms: u64,
+    outbox: Vec<Envelope>,
+}
+
+impl DispatcherOrchestrator {
+    pub fn new(node: NodeId, profile: Profile, backend: Box<dyn DispatcherBackend>) -> Self {
+        DispatcherOrchestrator {
+            node,
+            profile,
+            backend,
+            owners: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+            last_heartbeat_ms: 0,
+            outbox: Vec::new(),
+        }
+    }
+
+    pub fn take_outbox(&mut self) -> Vec<Envelope> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    fn send(&mut self, to: &NodeId, msg: Message) {
+        self.outbox.push(Envelope {
+            from: self.node.clone(),
+            to: to.clone(),
+            msg,
+        });
+    }
+
+    pub fn owner(&self, cf: &str) -> Option<&(NodeId, u64)> {
+        self.owners.get(cf)
+    }
+
+    pub fn managers(&self) -> BTreeSet<ChangefeedId> {
+        self.owners.keys().cloned().collect()
+    }
+
+    pub fn backend(&mut self) -> &mut dyn DispatcherBackend {
+        self.backend.as_mut()
+    }
+
+    pub fn on_message(&mut self, now: u64, from: &NodeId, msg: Message) {
+        match msg {
+            Message::BootstrapRequest {
+                changefeed,
+                epoch,
+                checkpoint_ts,
+            } => {
+                if self.profile.epochs_checked() {
+                    let backwards = self
+                        .owners
+                        .get(&changefeed)
+                        .is_some_and(|(n, e)| epoch < *e || (epoch == *e && n != from));
+                    let tombstoned = !self.owners.contains_key(&changefeed)
+                        && self
+                            .tombstones
+                            .get(&changefeed)
+                            .is_some_and(|t| epoch <= *t);
+                    if backwards || tombstoned {
+                        tracing::info!(node = %self.node, changefeed = %changefeed, epoch, "stale bootstrap dropped");
+                        return;
+                    }
+                }
+                self.backend.create(&changefeed, checkpoint_ts, now);
+                // At the fix commit the last bootstrap sender becomes the owner.
+                self.owners
+                    .insert(changefeed.clone(), (from.clone(), epoch));
+                let wm = self
+                    .backend
+                    .watermark(&changefeed, now)
+                    .unwrap_or(checkpoint_ts);
+                self.send(
+                    from,
+                    Message::BootstrapResponse {
+                        changefeed,
+                        epoch,
+                        checkpoint_ts: wm,
+                    },
+                );
+            }
+            Message::CloseRequest {
+                changefeed,
+                epoch,
+                removed: _,
+            } => {
+                let Some(owner) = self.owners.get(&changefeed).cloned() else {
+                    self.send(
+                        from,
+                        Message::CloseResponse {
+                            changefeed,
+                            epoch,
+                            success: true,
+                        },
+                    );
+                    return;
+                };
+                if self.profile.close_requires_owner() && owner != (from.clone(), epoch) {
+                    // A stale closer is ACKed so it can finish; nothing is closed.
+                    self.send(
+                        from,
+                        Message::CloseResponse {
+                            changefeed,
+                            epoch,
+                            success: true,
+                        },
+                    );
+                    return;
+                }
+                let done = self.backend.try_close(&changefeed);
+                if done {
+                    self.owners.remove(&changefeed);
+                    let t = self.tombstones.entry(changefeed.clone()).or_insert(0);
+                    *t = (*t).max(epoch);
+                }
+                self.send(
+                    from,
+                    Message::CloseResponse {
+                        changefeed,
+                        epoch,
+                        success: done,
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    pub fn tick(&mut self, now: u64) {
+        if now < self.last_heartbeat_ms + HEARTBEAT_MS {
+            return;
+        }
+        self.last_heartbeat_ms = now;
+        let owners: Vec<(ChangefeedId, (NodeId, u64))> = self
+            .owners
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (cf, (owner, epoch)) in owners {
+            if !self.backend.exists(&cf) {
+                continue;
+            }
+            let watermark = self.backend.watermark(&cf, now).unwrap_or(0);
+            let error = self.backend.error(&cf);
+            self.send(
+                &owner,
+                Message::HeartBeat {
+                    changefeed: cf,
+                    epoch,
+                    watermark,
+                    error,
+                },
+            );
+        }
+    }
+}
+
+/// A dispatcher-manager stand-in for the simulator: the watermark follows
+/// simulated time (a resolved ts of `now`), frozen while an injected sink
+/// error is active; the error belongs to that manager incarnation and is
+/// gone once it is closed and rebuilt.
+#[derive(Default)]
+pub struct SimBackend {
+    pub node: NodeId,
+    managers: BTreeMap<ChangefeedId, SimManager>,
+    /// Changefeeds whose next (or current) manager fails.
+    pub inject_error: BTreeSet<ChangefeedId>,
+}
+
+struct SimManager {
+    checkpoint: u64,
+    error: Option<RunningError>,
+    closing: bool,
+}
+
+impl SimBackend {
+    pub fn new(node: &str) -> Self {
+        SimBackend {
+            node: node.into(),
+            ..Default::default()
+        }
+    }
+}
+
+impl DispatcherBackend for SimBackend {
+    fn create(&mut self, cf: &str, checkpoint_ts: u64, _now: u64) {
+        self.managers.entry(cf.into()).or_insert(SimManager {
+            checkpoint: checkpoint_ts,
+            error: None,
+            closing: false,
+        });
+    }
+    fn exists(&self, cf: &str) -> bool {
+        self.managers.contains_key(cf)
+    }
+    fn watermark(&mut self, cf: &str, now: u64) -> Option<u64> {
+        let node = self.node.clone();
+        let inject = self.inject_error.contains(cf);
+        let m = self.managers.get_mut(cf)?;
+        if inject && m.error.is_none() {
+            m.error = Some(RunningError {
+                node,
+                code: "CDC:ErrKafkaAsyncSendMessage".into(),
+                message: format!("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed: eventType=dml, dmlInfo=[{{Type=insert, Database=sim, Table={cf}, StartTs={}, CommitTs={}, PrimaryKeys=[id=1]}}]; ErrorInfo: write tcp: i/o timeout", m.checkpoint, m.checkpoint + 1),
+            });
+        }
+        if m.error.is_none() && !m.closing {
+            m.checkpoint = m.checkpoint.max(now.saturating_sub(100));
+        }
+        Some(m.checkpoint)
+    }
+    fn error(&self, cf: &str) -> Option<RunningError> {
+        self.managers.get(cf).and_then(|m| m.error.clone())
+    }
+    fn inject_sink_error(&mut self, cf: &str) -> bool {
+        self.inject_error.insert(cf.into());
+        true
+    }
+    fn try_close(&mut self, cf: &str) -> bool {
+        match self.managers.get_mut(cf) {
+            None => true,
+            Some(m) if !m.closing => {
+                m.closing = true;
+                false
+            }
+            Some(_) => {
+                self.managers.remove(cf);
+                // The fault was in this incarnation's sink.
+                self.inject_error.remove(cf);
+                true
+            }
+        }
+    }
+}

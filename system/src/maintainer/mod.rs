@@ -1,0 +1,293 @@
+//! The maintainer of one changefeed (reference §1.11) and the maintainer
+//! manager that hosts maintainers on a node (§1.10, [`manager`]). Sans-IO
+//! like the coordinator.
+//!
+//! A maintainer starts `Working` and not bootstrapped; it sends a bootstrap
+//! request to every alive node and is `bootstrap_done` once all answered.
+//! Its checkpoint is the min of the nodes' watermarks, only once every
+//! hosting node reported. A cascade remove closes the changefeed's
+//! dispatcher managers on every alive node and completes when all ACKed.
+//! The **removal-only** maintainer (TiCDC `NewMaintainerForRemove`) is made
+//! for a cascade remove of an absent maintainer: checkpoint 1, `Working`,
+//! never bootstraps, only closes.
+
+pub mod manager;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::messages::{
+    ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId, RunningError,
+};
+use crate::profile::Profile;
+
+const BOOTSTRAP_RESEND_MS: u64 = 500;
+const CLOSE_RESEND_MS: u64 = 100;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Removing {
+    pub cascade: bool,
+    /// Alive nodes whose close ACK is awaited.
+    pub pending: BTreeSet<NodeId>,
+    pub last_sent_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Maintainer {
+    pub changefeed: ChangefeedId,
+    pub epoch: u64,
+    pub state: ComponentState,
+    pub bootstrap_done: bool,
+    pub removal_only: bool,
+    pub checkpoint_ts: u64,
+    pub since_ms: u64,
+    bootstrap_pending: BTreeSet<NodeId>,
+    bootstrap_last_sent_ms: u64,
+    /// Watermarks of the nodes hosting dispatchers (all bootstrapped nodes).
+    watermarks: BTreeMap<NodeId, Option<u64>>,
+    pub removing: Option<Removing>,
+    pub errors: Vec<RunningError>,
+    #[serde(skip)]
+    pub status_changed: bool,
+}
+
+/// What a maintainer wants sent: (to, message).
+pub type Out = Vec<(NodeId, Message)>;
+
+impl Maintainer {
+    pub fn new(cf: &str, epoch: u64, checkpoint_ts: u64, now: u64) -> Self {
+        Maintainer {
+            changefeed: cf.into(),
+            epoch,
+            state: ComponentState::Working,
+            bootstrap_done: false,
+            removal_only: false,
+            checkpoint_ts,
+            since_ms: now,
+            bootstrap_pending: BTreeSet::new(),
+            bootstrap_last_sent_ms: 0,
+            watermarks: BTreeMap::new(),
+            removing: None,
+            errors: Vec::new(),
+            status_changed: true,
+        }
+    }
+
+    /// TiCDC `NewMaintainerForRemove`: checkpoint 1, Working, never bootstraps.
+    pub fn new_for_remove(cf: &str, epoch: u64, now: u64) -> Self {
+        let mut m = Maintainer::new(cf, epoch, 1, now);
+        m.removal_only = true;
+        m
+    }
+
+    pub fn status(&self) -> MaintainerStatus {
+        MaintainerStatus {
+            changefeed: self.changefeed.clone(),
+            state: self.state,
+            bootstrap_done: self.bootstrap_done,
+            checkpoint_ts: self.checkpoint_ts,
+            epoch: self.epoch,
+            removal_only: self.removal_only,
+            errors: self.errors.clone(),
+        }
+    }
+
+    pub fn start_bootstrap(&mut self, now: u64, alive: &BTreeSet<NodeId>) -> Out {
+        self.bootstrap_pending = alive.clone();
+        self.bootstrap_last_sent_ms = now;
+        self.bootstrap_requests(alive)
+    }
+
+    fn bootstrap_requests(&self, to: &BTreeSet<NodeId>) -> Out {
+        to.iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    Message::BootstrapRequest {
+                        changefeed: self.changefeed.clone(),
+                        epoch: self.epoch,
+                        checkpoint_ts: self.checkpoint_ts,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn close_requests(&self, to: &BTreeSet<NodeId>) -> Out {
+        to.iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    Message::CloseRequest {
+                        changefeed: self.changefeed.clone(),
+                        epoch: self.epoch,
+                        removed: true,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    pub fn on_bootstrap_response(
+        &mut self,
+        profile: Profile,
+        from: &NodeId,
+        epoch: u64,
+        checkpoint_ts: u64,
+    ) {
+        if self.removal_only
+            || self.removing.is_some()
+            || (profile.epochs_checked() && epoch != self.epoch)
+        {
+            return;
+        }
+        if self.bootstrap_pending.remove(from) {
+            self.watermarks
+                .insert(from.clone(), Some(checkpoint_ts.max(self.checkpoint_ts)));
+            if self.bootstrap_pending.is_empty() && !self.bootstrap_done {
+                self.bootstrap_done = true;
+                self.status_changed = true;
+                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, "maintainer bootstrapped");
+            }
+        }
+    }
+
+    pub fn on_heartbeat(
+        &mut self,
+        profile: Profile,
+        from: &NodeId,
+        epoch: u64,
+        watermark: u64,
+        error: Option<RunningError>,
+    ) {
+        if !self.bootstrap_done
+            || self.removing.is_some()
+            || (profile.epochs_checked() && epoch != self.epoch)
+        {
+            return; // a maintainer that has not bootstrapped ignores heartbeats
+        }
+        if let Some(w) = self.watermarks.get_mut(from) {
+            *w = Some(w.unwrap_or(0).max(watermark));
+        }
+        if let Some(e) = error {
+            if !self
+                .errors
+                .iter()
+                .any(|x| x.node == e.node && x.message == e.message)
+            {
+                self.errors.push(e);
+                self.status_changed = true;
+            }
+        }
+    }
+
+    pub fn on_close_response(
+        &mut self,
+        profile: Profile,
+        from: &NodeId,
+        epoch: u64,
+        success: bool,
+        now: u64,
+    ) {
+        if profile.epochs_checked() && epoch != self.epoch {
+            return;
+        }
+        if let Some(r) = &mut self.removing {
+            if success {
+                r.pending.remove(from);
+            }
+        }
+        self.check_removal_done(now);
+    }
+
+    fn check_removal_done(&mut self, now: u64) {
+        if let Some(r) = &self.removing {
+            if r.pending.is_empty() && self.state != ComponentState::Stopped {
+                self.state = ComponentState::Stopped;
+                self.status_changed = true;
+                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, removal_only = self.removal_only, now, "maintainer removed");
+            }
+        }
+    }
+
+    /// A remove request. Returns close requests to send for a cascade.
+    pub fn on_remove(
+        &mut self,
+        profile: Profile,
+        epoch: u64,
+        cascade: bool,
+        alive: &BTreeSet<NodeId>,
+        now: u64,
+    ) -> Out {
+        if profile.epochs_checked() && epoch != self.epoch {
+            tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, stale = epoch, "stale remove dropped");
+            return vec![];
+        }
+        if !cascade {
+            if profile.epochs_checked() && !self.bootstrap_done {
+                return vec![];
+            }
+            if self.state != ComponentState::Stopped {
+                self.state = ComponentState::Stopped;
+                self.status_changed = true;
+            }
+            return vec![];
+        }
+        if self.removing.is_some() {
+            // TiCDC re-checks completion on a further remove event.
+            self.check_removal_done(now);
+            return vec![];
+        }
+        self.removing = Some(Removing {
+            cascade,
+            pending: alive.clone(),
+            last_sent_ms: now,
+        });
+        let out = self.close_requests(alive);
+        self.check_removal_done(now);
+        out
+    }
+
+    /// Resends and checkpoint; `alive` is the current membership.
+    pub fn tick(&mut self, profile: Profile, alive: &BTreeSet<NodeId>, now: u64) -> Out {
+        let mut out = Vec::new();
+        if let Some(r) = &mut self.removing {
+            if profile.removal_rechecks_on_membership() {
+                r.pending.retain(|n| alive.contains(n));
+            }
+            if now >= r.last_sent_ms + CLOSE_RESEND_MS {
+                r.last_sent_ms = now;
+                let to: BTreeSet<NodeId> = r.pending.intersection(alive).cloned().collect();
+                out.extend(self.close_requests(&to));
+            }
+            if profile.removal_rechecks_on_membership() {
+                self.check_removal_done(now);
+            }
+            return out;
+        }
+        if self.removal_only {
+            return out;
+        }
+        if !self.bootstrap_done {
+            // Departed nodes are dropped from the bootstrap (all profiles, as TiCDC's bootstrapper).
+            self.bootstrap_pending.retain(|n| alive.contains(n));
+            if self.bootstrap_pending.is_empty() && !self.watermarks.is_empty() {
+                self.bootstrap_done = true;
+                self.status_changed = true;
+            } else if now >= self.bootstrap_last_sent_ms + BOOTSTRAP_RESEND_MS {
+                self.bootstrap_last_sent_ms = now;
+                out.extend(self.bootstrap_requests(&self.bootstrap_pending.clone()));
+            }
+            return out;
+        }
+        self.watermarks.retain(|n, _| alive.contains(n));
+        if !self.watermarks.is_empty() && self.watermarks.values().all(|w| w.is_some()) {
+            let min = self.watermarks.values().map(|w| w.unwrap()).min().unwrap();
+            if min > self.checkpoint_ts {
+                self.checkpoint_ts = min;
+            }
+        }
+        out
+    }
+}

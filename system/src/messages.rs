@@ -1,0 +1,138 @@
+//! Control messages between coordinator, maintainer managers, maintainers
+//! and dispatcher orchestrators (TiCDC's `heartbeatpb`, reference §2.2).
+//! Every message names its changefeed and, where TiCDC has one, the
+//! maintainer epoch; whether receivers check epochs is a [`crate::profile`]
+//! question.
+
+use serde::{Deserialize, Serialize};
+
+/// A node's identity: fresh at every process start (a restart is a new node).
+pub type NodeId = String;
+pub type ChangefeedId = String;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ComponentState {
+    Working,
+    Stopped,
+}
+
+/// An error as it travels up from a dispatcher manager.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningError {
+    pub node: NodeId,
+    pub code: String,
+    pub message: String,
+}
+
+/// A maintainer's report to the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintainerStatus {
+    pub changefeed: ChangefeedId,
+    pub state: ComponentState,
+    pub bootstrap_done: bool,
+    pub checkpoint_ts: u64,
+    pub epoch: u64,
+    /// For introspection only: the coordinator cannot see this in TiCDC and
+    /// must not use it.
+    pub removal_only: bool,
+    pub errors: Vec<RunningError>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    // coordinator -> maintainer manager
+    AddMaintainer {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        checkpoint_ts: u64,
+    },
+    RemoveMaintainer {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        cascade: bool,
+    },
+    CoordinatorBootstrapRequest {
+        version: u64,
+    },
+    // maintainer manager -> coordinator
+    MaintainerStatuses {
+        statuses: Vec<MaintainerStatus>,
+    },
+    CoordinatorBootstrapResponse {
+        version: u64,
+        statuses: Vec<MaintainerStatus>,
+    },
+    // maintainer -> dispatcher orchestrator
+    BootstrapRequest {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        checkpoint_ts: u64,
+    },
+    CloseRequest {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        removed: bool,
+    },
+    // dispatcher orchestrator / manager -> maintainer (manager topic)
+    BootstrapResponse {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        checkpoint_ts: u64,
+    },
+    CloseResponse {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        success: bool,
+    },
+    HeartBeat {
+        changefeed: ChangefeedId,
+        epoch: u64,
+        watermark: u64,
+        error: Option<RunningError>,
+    },
+}
+
+impl Message {
+    /// The message type's name, as failpoints and fault filters use it
+    /// (TiCDC's names where they exist).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::AddMaintainer { .. } => "AddMaintainerRequest",
+            Message::RemoveMaintainer { .. } => "RemoveMaintainerRequest",
+            Message::CoordinatorBootstrapRequest { .. } => "CoordinatorBootstrapRequest",
+            Message::MaintainerStatuses { .. } => "MaintainerHeartbeat",
+            Message::CoordinatorBootstrapResponse { .. } => "CoordinatorBootstrapResponse",
+            Message::BootstrapRequest { .. } => "MaintainerBootstrapRequest",
+            Message::CloseRequest { .. } => "MaintainerCloseRequest",
+            Message::BootstrapResponse { .. } => "MaintainerBootstrapResponse",
+            Message::CloseResponse { .. } => "MaintainerCloseResponse",
+            Message::HeartBeat { .. } => "HeartBeatRequest",
+        }
+    }
+
+    pub fn changefeed(&self) -> Option<&str> {
+        match self {
+            Message::AddMaintainer { changefeed, .. }
+            | Message::RemoveMaintainer { changefeed, .. }
+            | Message::BootstrapRequest { changefeed, .. }
+            | Message::CloseRequest { changefeed, .. }
+            | Message::BootstrapResponse { changefeed, .. }
+            | Message::CloseResponse { changefeed, .. }
+            | Message::HeartBeat { changefeed, .. } => Some(changefeed),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a cascade `RemoveMaintainerRequest`.
+    pub fn is_cascade_remove(&self) -> bool {
+        matches!(self, Message::RemoveMaintainer { cascade: true, .. })
+    }
+}
+
+/// A message with its route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub msg: Message,
+}

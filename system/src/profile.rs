@@ -1,0 +1,118 @@
+//! Behaviour profiles: the one place where the pre-fix logic, the fix of
+//! TiCDC PR 3976 and our hardening differ. Components ask named predicates;
+//! no other flag chooses behaviour.
+
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// TiCDC at the fix commit's parent: `AddMaintainerOperator` finishes on
+    /// `from == dest && State == Working` (issue 3952).
+    PreFix,
+    /// PR 3976: the add also requires `BootstrapDone`.
+    Fix,
+    #[default]
+    /// The fix plus persisted maintainer epochs checked at every receiver
+    /// (reference §4.5, §6.3) and our answers to the hazards of §4.6.
+    Hardened,
+}
+
+impl Profile {
+    pub const ALL: [Profile; 3] = [Profile::PreFix, Profile::Fix, Profile::Hardened];
+
+    /// Add operator: a report must say `BootstrapDone` to count as success.
+    pub fn add_requires_bootstrap_done(self) -> bool {
+        self != Profile::PreFix
+    }
+
+    /// Maintainer epochs are persisted (bumped before every new owner) and
+    /// every receiver drops messages of another epoch (§6.3).
+    pub fn epochs_checked(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// Stop operator: finishes only on a non-Working report from the
+    /// targeted node with the targeted epoch (else: any node, F9).
+    pub fn stop_requires_target(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// A maintainer re-checks cascade-close completion on every resend tick,
+    /// dropping departed nodes, instead of only on an ACK or remove (§4.6-1).
+    pub fn removal_rechecks_on_membership(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// Coordinator bootstrap adopts only maintainers that report
+    /// `BootstrapDone` (§4.6-3); others are stopped and rescheduled.
+    pub fn coordinator_bootstrap_requires_bootstrap_done(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// Reports whose checkpoint regresses still have their errors processed
+    /// (TiCDC #5424); before, the whole report was dropped (F7).
+    pub fn errors_survive_checkpoint_regression(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// Dispatcher managers close only for their current (maintainer, epoch)
+    /// owner; stale closers get an ACK without effect (§4.6-5).
+    pub fn close_requires_owner(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::PreFix => "pre-fix",
+            Profile::Fix => "fix",
+            Profile::Hardened => "hardened",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pre-fix" => Ok(Profile::PreFix),
+            "fix" => Ok(Profile::Fix),
+            "hardened" => Ok(Profile::Hardened),
+            _ => Err(format!(
+                "unknown profile {s:?}: use pre-fix, fix or hardened"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Profile;
+
+    #[test]
+    fn parses_and_orders_strictness() {
+        for p in Profile::ALL {
+            assert_eq!(p.as_str().parse::<Profile>().unwrap(), p);
+        }
+        assert!("prefix"
+            .parse::<Profile>()
+            .unwrap_err()
+            .contains("pre-fix, fix or hardened"));
+        assert!(!Profile::PreFix.add_requires_bootstrap_done());
+        assert!(Profile::Fix.add_requires_bootstrap_done() && !Profile::Fix.epochs_checked());
+        assert!(
+            Profile::Hardened.epochs_checked()
+                && Profile::Hardened.removal_rechecks_on_membership()
+        );
+        assert_eq!(Profile::default(), Profile::Hardened);
+    }
+}

@@ -1,0 +1,236 @@
+//! The seed interleaving (reference §4.2, §6.1) and the hazards of §4.6,
+//! replayed deterministically in the simulator under each profile.
+//!
+//! - S1 (issue 3952): stale cascade remove -> removal-only maintainer R on A,
+//!   R's close to B held past the backoff, retry placed on A.
+//!   pre-fix: "replicating" on A with no real maintainer, checkpoint frozen;
+//!   fix and hardened: converge.
+//! - S2 (hazard 4.6-1): as S1, but B crash-restarts so R waits on B's old ID,
+//!   which leaves the membership without ever answering.
+//!   pre-fix: broken maintainer; fix: never recovers; hardened: converges.
+//! - S3 (hazard 4.6-3): the coordinator dies while R is registered; the new
+//!   coordinator's bootstrap sees R's Working report.
+//!   pre-fix, fix: adopted as running (broken); hardened: converges.
+
+use crate::coordinator::{FeedState, Scheduling};
+use crate::profile::Profile;
+use crate::sim::{MsgFilter, RuleKind, Sim, SimConfig};
+
+const CF: &str = "cf-seed";
+
+#[derive(Debug)]
+struct Outcome {
+    broken: Option<String>,
+    frozen_at: u64,
+    checkpoint: u64,
+    state: FeedState,
+    scheduling: Scheduling,
+    removal_only_seen: bool,
+}
+
+impl Outcome {
+    fn converged(&self) -> bool {
+        self.broken.is_none()
+            && self.checkpoint > self.frozen_at
+            && self.state == FeedState::Normal
+            && matches!(self.scheduling, Scheduling::Replicating { .. })
+    }
+}
+
+/// Replicating on A, then B's sink fails and a copy of the first cascade
+/// remove to A is held until A's maintainer is gone. Returns the rule id of
+/// the held copy and the checkpoint when the error struck.
+fn up_to_stale_remove(s: &mut Sim) -> (usize, u64) {
+    s.run_for(1_000); // coordinator bootstrap
+    let a = s.id("A");
+    s.coordinator_mut().force_placement(CF, &a);
+    let now = s.now;
+    s.coordinator_mut().create_changefeed(now, CF, 0).unwrap();
+    assert!(
+        s.run_until(10_000, |s| s.broken_maintainer(CF).is_none()
+            && s.checkpoint(CF) > 1_000
+            && matches!(
+                s.coordinator().changefeed(CF).unwrap().scheduling,
+                Scheduling::Replicating { .. }
+            )),
+        "the changefeed did not start"
+    );
+    let stale = s.add_rule(
+        MsgFilter::kind("RemoveMaintainerRequest")
+            .to("A")
+            .cascade(true)
+            .changefeed(CF),
+        RuleKind::HoldCopy,
+        Some(1),
+    );
+    s.inject_sink_error("B", CF);
+    assert!(
+        s.run_until(20_000, |s| s.held(stale) == 1
+            && s.node("A").manager.maintainer(CF).is_none()),
+        "A's maintainer was not removed"
+    );
+    // B's watermark stopped at the failure, so the changefeed's did too.
+    let frozen_at = s.checkpoint(CF);
+    assert_eq!(
+        s.coordinator().changefeed(CF).unwrap().info.state,
+        FeedState::Warning
+    );
+    (stale, frozen_at)
+}
+
+fn finish(s: &mut Sim, frozen_at: u64, run_ms: u64) -> Outcome {
+    let mut removal_only_seen = false;
+    let end = s.now + run_ms;
+    while s.now < end {
+        s.run_for(100);
+        removal_only_seen |= s
+            .node("A")
+            .manager
+            .maintainer(CF)
+            .is_some_and(|m| m.removal_only);
+    }
+    let c = s.coordinator().changefeed(CF).unwrap();
+    Outcome {
+        broken: s.broken_maintainer(CF),
+        frozen_at,
+        checkpoint: s.checkpoint(CF),
+        state: c.info.state,
+        scheduling: c.scheduling.clone(),
+        removal_only_seen,
+    }
+}
+
+fn s1(profile: Profile) -> Outcome {
+    let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
+    let (stale, frozen_at) = up_to_stale_remove(&mut s);
+    let hold_close = s.add_rule(
+        MsgFilter::kind("MaintainerCloseRequest")
+            .to("B")
+            .changefeed(CF),
+        RuleKind::Hold,
+        None,
+    );
+    let a = s.id("A");
+    s.coordinator_mut().force_placement(CF, &a);
+    s.release(stale);
+    s.run_for(15_000); // longer than the first backoff (10 s)
+    s.release(hold_close);
+    finish(&mut s, frozen_at, 45_000)
+}
+
+fn s2(profile: Profile) -> Outcome {
+    let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
+    let (stale, frozen_at) = up_to_stale_remove(&mut s);
+    s.restart("B"); // B#1 lingers TTL + delay and never answers; B#2 joins
+    let a = s.id("A");
+    s.coordinator_mut().force_placement(CF, &a);
+    s.release(stale);
+    finish(&mut s, frozen_at, 60_000)
+}
+
+fn s3(profile: Profile) -> Outcome {
+    let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
+    let (stale, frozen_at) = up_to_stale_remove(&mut s);
+    let hold_close = s.add_rule(
+        MsgFilter::kind("MaintainerCloseRequest")
+            .to("B")
+            .changefeed(CF),
+        RuleKind::Hold,
+        None,
+    );
+    s.release(stale);
+    s.run_for(1_000);
+    assert!(
+        s.node("A")
+            .manager
+            .maintainer(CF)
+            .is_some_and(|m| m.removal_only),
+        "R exists on A"
+    );
+    let old = s.coordinator().version;
+    s.crash("K");
+    assert!(
+        s.run_until(30_000, |s| s
+            .coordinator_opt()
+            .is_some_and(|c| c.version > old && c.is_bootstrapped())),
+        "no new coordinator"
+    );
+    s.release(hold_close);
+    finish(&mut s, frozen_at, 60_000)
+}
+
+#[test]
+fn s1_seed_bug_fails_pre_fix_and_converges_with_the_fix() {
+    let pre = s1(Profile::PreFix);
+    assert!(pre.removal_only_seen, "{pre:?}");
+    let why = pre
+        .broken
+        .as_deref()
+        .expect("pre-fix must leave a broken maintainer");
+    assert!(why.contains("replicating on A#1"), "{why}");
+    assert_eq!(
+        pre.checkpoint, pre.frozen_at,
+        "pre-fix: the checkpoint is frozen"
+    );
+    assert_ne!(pre.state, FeedState::Normal);
+    for p in [Profile::Fix, Profile::Hardened] {
+        let o = s1(p);
+        assert!(o.removal_only_seen, "{p}: {o:?}");
+        assert!(o.converged(), "{p} must converge: {o:?}");
+    }
+}
+
+#[test]
+fn s2_removal_only_maintainer_outlives_a_departed_node_unless_hardened() {
+    let pre = s2(Profile::PreFix);
+    assert!(pre.broken.is_some(), "pre-fix: {pre:?}");
+    let fix = s2(Profile::Fix);
+    assert!(
+        fix.broken.is_none(),
+        "fix does not claim a broken maintainer: {fix:?}"
+    );
+    assert!(
+        !fix.converged() && fix.checkpoint == fix.frozen_at,
+        "fix: R never completes, the add never lands: {fix:?}"
+    );
+    assert!(
+        matches!(fix.scheduling, Scheduling::Scheduling { .. }),
+        "{fix:?}"
+    );
+    let hard = s2(Profile::Hardened);
+    assert!(
+        hard.converged(),
+        "hardened re-checks completion on membership: {hard:?}"
+    );
+}
+
+#[test]
+fn s3_coordinator_bootstrap_adopts_a_removal_only_maintainer_unless_hardened() {
+    for p in [Profile::PreFix, Profile::Fix] {
+        let o = s3(p);
+        assert!(
+            o.broken.is_some() && !o.converged(),
+            "{p}: the new coordinator adopts R: {o:?}"
+        );
+    }
+    let hard = s3(Profile::Hardened);
+    assert!(hard.converged(), "hardened: {hard:?}");
+}
+
+#[test]
+fn without_faults_every_profile_replicates() {
+    for p in Profile::ALL {
+        let mut s = Sim::new(SimConfig::new(p), &["K", "A", "B"]);
+        s.run_for(1_000);
+        let now = s.now;
+        s.coordinator_mut().create_changefeed(now, CF, 0).unwrap();
+        s.run_for(10_000);
+        assert!(s.broken_maintainer(CF).is_none(), "{p}");
+        assert!(s.checkpoint(CF) > 8_000, "{p}: {}", s.checkpoint(CF));
+        assert!(s
+            .coordinator_mut()
+            .create_changefeed(now, CF, 0)
+            .unwrap_err()
+            .contains("already exists"));
+    }
+}

@@ -1,0 +1,512 @@
+//! A deterministic simulator of the control plane: the real coordinator,
+//! maintainer managers, maintainers and dispatcher orchestrators (all
+//! sans-IO) wired through a simulated transport and membership, on simulated
+//! time. No randomness, no wall clock: a schedule replays exactly.
+//!
+//! It keeps the mechanics of reference §6.1: a fresh node ID per process
+//! start; membership where a crashed node lingers TTL + removal delay; a
+//! per-peer FIFO transport without de-duplication, with hooks to hold, hold
+//! a copy of, or drop chosen messages (the stale cascade remove of the seed
+//! is produced with them); coordinator election with an increasing version
+//! and bootstrap from the persisted state.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};
+use crate::dispatcher_orchestrator::{DispatcherOrchestrator, SimBackend};
+use crate::maintainer::manager::MaintainerManager;
+use crate::messages::{Envelope, Message, NodeId};
+use crate::profile::Profile;
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub profile: Profile,
+    pub ttl_ms: u64,
+    pub removal_delay_ms: u64,
+    pub latency_ms: u64,
+    pub tick_ms: u64,
+    pub coordinator: CoordinatorConfig,
+}
+
+impl SimConfig {
+    pub fn new(profile: Profile) -> Self {
+        SimConfig {
+            profile,
+            ttl_ms: 10_000,
+            removal_delay_ms: 5_000,
+            latency_ms: 1,
+            tick_ms: 100,
+            coordinator: CoordinatorConfig::default(),
+        }
+    }
+}
+
+/// Which messages a fault rule applies to; unset fields match anything.
+/// Node fields match a node's name (`A`) or one incarnation (`A#2`).
+#[derive(Debug, Clone, Default)]
+pub struct MsgFilter {
+    pub kind: Option<&'static str>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub changefeed: Option<String>,
+    pub cascade: Option<bool>,
+}
+
+fn node_matches(pattern: &Option<String>, id: &str) -> bool {
+    match pattern {
+        None => true,
+        Some(p) if p.contains('#') => p == id,
+        Some(p) => id.split('#').next() == Some(p.as_str()),
+    }
+}
+
+impl MsgFilter {
+    pub fn kind(kind: &'static str) -> Self {
+        MsgFilter {
+            kind: Some(kind),
+            ..Default::default()
+        }
+    }
+    pub fn to(mut self, n: &str) -> Self {
+        self.to = Some(n.into());
+        self
+    }
+    pub fn from(mut self, n: &str) -> Self {
+        self.from = Some(n.into());
+        self
+    }
+    pub fn changefeed(mut self, cf: &str) -> Self {
+        self.changefeed = Some(cf.into());
+        self
+    }
+    pub fn cascade(mut self, c: bool) -> Self {
+        self.cascade = Some(c);
+        self
+    }
+    pub fn matches(&self, e: &Envelope) -> bool {
+        self.kind.is_none_or(|k| e.msg.kind() == k)
+            && node_matches(&self.from, &e.from)
+            && node_matches(&self.to, &e.to)
+            && self
+                .changefeed
+                .as_deref()
+                .is_none_or(|c| e.msg.changefeed() == Some(c))
+            && self.cascade.is_none_or(
+                |c| matches!(e.msg, Message::RemoveMaintainer { cascade, .. } if cascade == c),
+            )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// Hold matching messages until released.
+    Hold,
+    /// Deliver matching messages and hold a copy of each until released.
+    HoldCopy,
+    Drop,
+}
+
+struct Rule {
+    filter: MsgFilter,
+    kind: RuleKind,
+    /// How many more messages the rule takes (`None` = unlimited).
+    remaining: Option<usize>,
+    held: Vec<Envelope>,
+}
+
+pub struct SimNode {
+    pub id: NodeId,
+    pub manager: MaintainerManager,
+    pub orchestrator: DispatcherOrchestrator,
+    pub coordinator: Option<Coordinator>,
+}
+
+pub struct Sim {
+    pub now: u64,
+    cfg: SimConfig,
+    nodes: BTreeMap<NodeId, SimNode>,
+    /// Membership as every node sees it (crashed IDs linger until expiry).
+    alive: BTreeSet<NodeId>,
+    expiring: BTreeMap<NodeId, u64>,
+    incarnations: BTreeMap<String, u32>,
+    queue: BTreeMap<(u64, u64), Envelope>,
+    seq: u64,
+    rules: BTreeMap<usize, Rule>,
+    next_rule: usize,
+    coordinator_node: Option<NodeId>,
+    version: u64,
+    persisted: Vec<PersistedFeed>,
+    next_tick: u64,
+    pub delivered: u64,
+    pub trace: Vec<(u64, String)>,
+}
+
+impl Sim {
+    /// Nodes named `names` (IDs `A#1`, ...); the first is elected coordinator.
+    pub fn new(cfg: SimConfig, names: &[&str]) -> Sim {
+        let mut s = Sim {
+            now: 0,
+            cfg,
+            nodes: BTreeMap::new(),
+            alive: BTreeSet::new(),
+            expiring: BTreeMap::new(),
+            incarnations: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            rules: BTreeMap::new(),
+            next_rule: 0,
+            coordinator_node: None,
+            version: 0,
+            persisted: Vec::new(),
+            next_tick: 0,
+            delivered: 0,
+            trace: Vec::new(),
+        };
+        for n in names {
+            s.start_node(n);
+        }
+        let first = s.id(names[0]);
+        s.elect(&first);
+        s
+    }
+
+    fn log(&mut self, e: String) {
+        self.trace.push((self.now, e));
+    }
+
+    fn start_node(&mut self, name: &str) -> NodeId {
+        let inc = self.incarnations.entry(name.into()).or_insert(0);
+        *inc += 1;
+        let id = format!("{name}#{inc}");
+        self.alive.insert(id.clone());
+        let profile = self.cfg.profile;
+        self.nodes.insert(
+            id.clone(),
+            SimNode {
+                id: id.clone(),
+                manager: MaintainerManager::new(id.clone(), profile, self.alive.clone()),
+                orchestrator: DispatcherOrchestrator::new(
+                    id.clone(),
+                    profile,
+                    Box::new(SimBackend::new(&id)),
+                ),
+                coordinator: None,
+            },
+        );
+        self.membership_changed();
+        self.log(format!("node {id} started"));
+        id
+    }
+
+    fn membership_changed(&mut self) {
+        let alive = self.alive.clone();
+        let now = self.now;
+        for n in self.nodes.values_mut() {
+            n.manager.on_membership(alive.clone());
+            if let Some(c) = &mut n.coordinator {
+                c.on_membership(now, alive.clone());
+            }
+        }
+    }
+
+    /// The current incarnation's ID of node `name` (`A` -> `A#2`).
+    pub fn id(&self, name: &str) -> NodeId {
+        if name.contains('#') {
+            return name.into();
+        }
+        format!(
+            "{name}#{}",
+            self.incarnations.get(name).copied().unwrap_or(0)
+        )
+    }
+
+    pub fn elect(&mut self, id: &NodeId) {
+        self.version += 1;
+        let c = Coordinator::new(
+            id.clone(),
+            self.version,
+            self.cfg.profile,
+            self.cfg.coordinator.clone(),
+            self.persisted.clone(),
+            self.alive.clone(),
+            self.now,
+        );
+        self.nodes
+            .get_mut(id)
+            .expect("elected node exists")
+            .coordinator = Some(c);
+        self.coordinator_node = Some(id.clone());
+        self.log(format!(
+            "{id} elected coordinator, version {}",
+            self.version
+        ));
+    }
+
+    pub fn coordinator(&self) -> &Coordinator {
+        self.coordinator_opt().expect("a coordinator is in office")
+    }
+
+    pub fn coordinator_opt(&self) -> Option<&Coordinator> {
+        self.coordinator_node
+            .as_ref()
+            .and_then(|n| self.nodes.get(n))
+            .and_then(|n| n.coordinator.as_ref())
+    }
+
+    pub fn coordinator_mut(&mut self) -> &mut Coordinator {
+        let n = self
+            .coordinator_node
+            .clone()
+            .expect("a coordinator is in office");
+        self.nodes
+            .get_mut(&n)
+            .unwrap()
+            .coordinator
+            .as_mut()
+            .unwrap()
+    }
+
+    pub fn node(&self, name: &str) -> &SimNode {
+        &self.nodes[&self.id(name)]
+    }
+
+    pub fn node_mut(&mut self, name: &str) -> &mut SimNode {
+        let id = self.id(name);
+        self.nodes.get_mut(&id).unwrap()
+    }
+
+    /// Injects an async sink error into node `name`'s dispatcher manager of `cf`.
+    pub fn inject_sink_error(&mut self, name: &str, cf: &str) {
+        let id = self.id(name);
+        self.log(format!("inject sink error on {id} for {cf}"));
+        let injected = self
+            .nodes
+            .get_mut(&id)
+            .unwrap()
+            .orchestrator
+            .backend()
+            .inject_sink_error(cf);
+        assert!(injected, "the simulator backend supports error injection");
+    }
+
+    /// Kills node `name` (kill -9): its messages are lost; its ID lingers in
+    /// membership for TTL + removal delay.
+    pub fn crash(&mut self, name: &str) {
+        let id = self.id(name);
+        self.nodes.remove(&id);
+        self.expiring.insert(
+            id.clone(),
+            self.now + self.cfg.ttl_ms + self.cfg.removal_delay_ms,
+        );
+        self.log(format!("node {id} crashed"));
+    }
+
+    /// Crash and start again with a fresh ID; returns the new ID.
+    pub fn restart(&mut self, name: &str) -> NodeId {
+        self.crash(name);
+        self.start_node(name.split('#').next().unwrap())
+    }
+
+    pub fn add_rule(&mut self, filter: MsgFilter, kind: RuleKind, count: Option<usize>) -> usize {
+        self.next_rule += 1;
+        self.rules.insert(
+            self.next_rule,
+            Rule {
+                filter,
+                kind,
+                remaining: count,
+                held: Vec::new(),
+            },
+        );
+        self.next_rule
+    }
+
+    /// Removes a rule and delivers what it held (in order).
+    pub fn release(&mut self, rule: usize) -> usize {
+        let Some(r) = self.rules.remove(&rule) else {
+            return 0;
+        };
+        let n = r.held.len();
+        for e in r.held {
+            self.log(format!(
+                "release held {} {} -> {}",
+                e.msg.kind(),
+                e.from,
+                e.to
+            ));
+            self.enqueue(e);
+        }
+        n
+    }
+
+    pub fn held(&self, rule: usize) -> usize {
+        self.rules.get(&rule).map(|r| r.held.len()).unwrap_or(0)
+    }
+
+    fn enqueue(&mut self, e: Envelope) {
+        self.seq += 1;
+        self.queue
+            .insert((self.now + self.cfg.latency_ms, self.seq), e);
+    }
+
+    fn send(&mut self, e: Envelope) {
+        let mut deliver = true;
+        for r in self.rules.values_mut() {
+            if r.remaining == Some(0) || !r.filter.matches(&e) {
+                continue;
+            }
+            if let Some(n) = &mut r.remaining {
+                *n -= 1;
+            }
+            match r.kind {
+                RuleKind::Hold => {
+                    r.held.push(e.clone());
+                    deliver = false;
+                }
+                RuleKind::HoldCopy => r.held.push(e.clone()),
+                RuleKind::Drop => deliver = false,
+            }
+            break;
+        }
+        if deliver {
+            self.enqueue(e);
+        }
+    }
+
+    fn collect(&mut self) {
+        let mut out = Vec::new();
+        for n in self.nodes.values_mut() {
+            out.extend(n.manager.take_outbox());
+            out.extend(n.orchestrator.take_outbox());
+            if let Some(c) = &mut n.coordinator {
+                out.extend(c.take_outbox());
+            }
+        }
+        for e in out {
+            self.send(e);
+        }
+    }
+
+    fn deliver(&mut self, e: Envelope) {
+        let now = self.now;
+        let Some(n) = self.nodes.get_mut(&e.to) else {
+            return;
+        };
+        self.delivered += 1;
+        match &e.msg {
+            Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
+                if let Some(c) = &mut n.coordinator {
+                    c.on_message(now, &e.from, e.msg);
+                }
+            }
+            Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => {
+                n.orchestrator.on_message(now, &e.from, e.msg)
+            }
+            _ => n.manager.on_message(now, &e.from, e.msg),
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = self.now;
+        // Membership expiry of crashed incarnations.
+        let expired: Vec<NodeId> = self
+            .expiring
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if !expired.is_empty() {
+            for id in &expired {
+                self.expiring.remove(id);
+                self.alive.remove(id);
+                self.log(format!("node {id} left the membership"));
+            }
+            self.membership_changed();
+            if let Some(c) = self.coordinator_node.clone() {
+                if expired.contains(&c) {
+                    self.coordinator_node = None;
+                    let next = self
+                        .alive
+                        .iter()
+                        .find(|n| self.nodes.contains_key(*n))
+                        .cloned();
+                    if let Some(n) = next {
+                        self.elect(&n);
+                    }
+                }
+            }
+        }
+        for n in self.nodes.values_mut() {
+            if let Some(c) = &mut n.coordinator {
+                c.tick(now);
+            }
+            n.manager.tick(now);
+            n.orchestrator.tick(now);
+        }
+        if let Some(c) = self.coordinator_opt() {
+            self.persisted = c.persisted();
+        }
+    }
+
+    /// Advances simulated time by `ms`, delivering messages and ticking.
+    pub fn run_for(&mut self, ms: u64) {
+        let end = self.now + ms;
+        loop {
+            self.collect();
+            let next_msg = self.queue.keys().next().map(|k| k.0);
+            let next = next_msg.map_or(self.next_tick, |m| m.min(self.next_tick));
+            if next > end {
+                self.now = end;
+                return;
+            }
+            self.now = next;
+            if next_msg == Some(next) {
+                let k = *self.queue.keys().next().unwrap();
+                let e = self.queue.remove(&k).unwrap();
+                self.deliver(e);
+            } else {
+                self.tick();
+                self.next_tick += self.cfg.tick_ms;
+            }
+        }
+    }
+
+    /// Runs until `pred` holds (checked every tick) or `max_ms` passed.
+    pub fn run_until(&mut self, max_ms: u64, mut pred: impl FnMut(&Sim) -> bool) -> bool {
+        let end = self.now + max_ms;
+        while self.now < end {
+            if pred(self) {
+                return true;
+            }
+            self.run_for(self.cfg.tick_ms);
+        }
+        pred(self)
+    }
+
+    /// Invariant I2: if the coordinator says `cf` is replicating on node N,
+    /// N hosts a bootstrapped, non-removal-only maintainer of `cf` with the
+    /// current epoch. `Some(reason)` when violated.
+    pub fn broken_maintainer(&self, cf: &str) -> Option<String> {
+        let c = self.coordinator_opt()?.changefeed(cf)?;
+        let Scheduling::Replicating { node } = &c.scheduling else {
+            return None;
+        };
+        let Some(n) = self.nodes.get(node) else {
+            return Some(format!("{cf} replicating on {node}, which is not running"));
+        };
+        match n.manager.maintainer(cf) {
+            None => Some(format!("{cf} replicating on {node}, which hosts no maintainer of it")),
+            Some(m) if m.removal_only => Some(format!("{cf} replicating on {node}, whose maintainer is removal-only (epoch {}, never bootstraps)", m.epoch)),
+            Some(m) if !m.bootstrap_done => Some(format!("{cf} replicating on {node}, whose maintainer (epoch {}) has not bootstrapped", m.epoch)),
+            Some(m) if m.epoch != c.info.epoch => Some(format!("{cf} replicating on {node}, whose maintainer has epoch {} not {}", m.epoch, c.info.epoch)),
+            Some(_) => None,
+        }
+    }
+
+    pub fn checkpoint(&self, cf: &str) -> u64 {
+        self.coordinator_opt()
+            .and_then(|c| c.changefeed(cf))
+            .map(|c| c.info.checkpoint_ts)
+            .unwrap_or(0)
+    }
+}
