@@ -11,6 +11,13 @@
 //! - S3 (hazard 4.6-3): the coordinator dies while R is registered; the new
 //!   coordinator's bootstrap sees R's Working report.
 //!   pre-fix, fix: adopted as running (broken); hardened: converges.
+//! - S4 (hazard 4.6-5): R's close to B is held until the new maintainer (on
+//!   B) bootstrapped B's dispatcher manager, then delivered.
+//!   pre-fix, fix: the new generation's manager is closed, the checkpoint
+//!   stalls; hardened: the stale closer is ACKed without effect.
+//! - S5 (hazard 4.6-6): a copy of the old cascade remove reaches A after the
+//!   new maintainer started there.
+//!   pre-fix, fix: the new maintainer is removed (broken); hardened: dropped by epoch.
 
 use crate::coordinator::{FeedState, Scheduling};
 use crate::profile::Profile;
@@ -26,12 +33,15 @@ struct Outcome {
     state: FeedState,
     scheduling: Scheduling,
     removal_only_seen: bool,
+    /// The checkpoint grew during the last 5 s of the run.
+    advancing: bool,
 }
 
 impl Outcome {
     fn converged(&self) -> bool {
         self.broken.is_none()
             && self.checkpoint > self.frozen_at
+            && self.advancing
             && self.state == FeedState::Normal
             && matches!(self.scheduling, Scheduling::Replicating { .. })
     }
@@ -81,8 +91,12 @@ fn up_to_stale_remove(s: &mut Sim) -> (usize, u64) {
 fn finish(s: &mut Sim, frozen_at: u64, run_ms: u64) -> Outcome {
     let mut removal_only_seen = false;
     let end = s.now + run_ms;
+    let mut late = None;
     while s.now < end {
         s.run_for(100);
+        if late.is_none() && s.now + 5_000 >= end {
+            late = Some(s.checkpoint(CF));
+        }
         removal_only_seen |= s
             .node("A")
             .manager
@@ -97,6 +111,7 @@ fn finish(s: &mut Sim, frozen_at: u64, run_ms: u64) -> Outcome {
         state: c.info.state,
         scheduling: c.scheduling.clone(),
         removal_only_seen,
+        advancing: late.is_some_and(|l| s.checkpoint(CF) > l),
     }
 }
 
@@ -157,6 +172,51 @@ fn s3(profile: Profile) -> Outcome {
     );
     s.release(hold_close);
     finish(&mut s, frozen_at, 60_000)
+}
+
+fn s4(profile: Profile) -> Outcome {
+    let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
+    let (stale, frozen_at) = up_to_stale_remove(&mut s);
+    let hold_close = s.add_rule(
+        MsgFilter::kind("MaintainerCloseRequest")
+            .from("A")
+            .to("B")
+            .changefeed(CF),
+        RuleKind::Hold,
+        None,
+    );
+    let b = s.id("B");
+    s.coordinator_mut().force_placement(CF, &b);
+    s.release(stale);
+    assert!(
+        s.run_until(30_000, |s| s
+            .node("B")
+            .manager
+            .maintainer(CF)
+            .is_some_and(|m| m.bootstrap_done)),
+        "the new maintainer did not bootstrap on B"
+    );
+    s.run_for(2_000);
+    assert!(s.release(hold_close) > 0, "R's close to B was held");
+    finish(&mut s, frozen_at, 30_000)
+}
+
+fn s5(profile: Profile) -> Outcome {
+    let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
+    let (stale, frozen_at) = up_to_stale_remove(&mut s);
+    let a = s.id("A");
+    s.coordinator_mut().force_placement(CF, &a);
+    assert!(
+        s.run_until(30_000, |s| s
+            .node("A")
+            .manager
+            .maintainer(CF)
+            .is_some_and(|m| m.bootstrap_done && !m.removal_only)
+            && s.checkpoint(CF) > frozen_at),
+        "the new maintainer did not start on A"
+    );
+    s.release(stale); // the old generation's cascade remove, late
+    finish(&mut s, frozen_at, 30_000)
 }
 
 #[test]
@@ -233,4 +293,30 @@ fn without_faults_every_profile_replicates() {
             .unwrap_err()
             .contains("already exists"));
     }
+}
+
+#[test]
+fn s4_stale_close_reaches_the_new_generation_unless_hardened() {
+    for p in [Profile::PreFix, Profile::Fix] {
+        let o = s4(p);
+        assert!(
+            !o.advancing,
+            "{p}: the new generation's manager on B was closed, the checkpoint must stall: {o:?}"
+        );
+    }
+    let hard = s4(Profile::Hardened);
+    assert!(hard.converged(), "hardened: {hard:?}");
+}
+
+#[test]
+fn s5_stale_remove_reaches_the_new_maintainer_unless_hardened() {
+    for p in [Profile::PreFix, Profile::Fix] {
+        let o = s5(p);
+        assert!(
+            o.broken.is_some() && !o.converged(),
+            "{p}: the late remove stops the new maintainer: {o:?}"
+        );
+    }
+    let hard = s5(Profile::Hardened);
+    assert!(hard.converged(), "hardened drops it by epoch: {hard:?}");
 }
