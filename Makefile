@@ -5,7 +5,7 @@ export PATH := $(PATH):$(HOME)/.cargo/bin:/usr/local/go/bin
 CARGO ?= cargo
 REPORT_DIR ?= reports/out
 
-.PHONY: all setup test unit chaos reap up fmt clippy
+.PHONY: all setup test unit chaos bench reap up fmt clippy
 
 all: test
 
@@ -38,6 +38,11 @@ chaos: setup
 	@./target/debug/chaos reap
 	@echo "==> smoke scenario (the catalog grows with the scenario issue)"
 	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
+
+## bench: data-plane throughput vs a raw rdkafka producer, and checkpoint lag (release build, real Kafka).
+bench: setup
+	@echo "==> cargo bench -p harness --bench data_plane (release build; BENCH_ROWS, BENCH_LAG_SECS, BENCH_LAG_ROWS_PER_SEC tune it)"
+	@$(CARGO) bench -p harness --bench data_plane --locked
 
 ## reap: remove containers and networks left by runs whose process is gone.
 reap:
