@@ -9,6 +9,7 @@
 //!    by a bare FutureProducer with the sink's settings: rows/s;
 //! 4. checkpoint lag (now - checkpoint, ms) sampled every 100 ms while a
 //!    steady workload runs: p50 / p99.
+//!
 //! Results print as a table and go to reports/out/bench-data-plane.json.
 
 use std::time::{Duration, Instant};

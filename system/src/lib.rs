@@ -26,6 +26,7 @@ pub mod dispatcher_manager;
 pub mod dispatcher_orchestrator;
 pub mod maintainer;
 pub mod messages;
+pub mod node;
 pub mod profile;
 pub mod sim;
 pub mod sink;

@@ -1,0 +1,189 @@
+//! Membership through etcd (reference §1.3): each node puts its capture key
+//! `<root>/capture/<id>` under a lease with TTL (default 10 s) and keeps the
+//! lease alive; every node watches the prefix. A departed node (key deleted
+//! or expired) leaves the alive set only after a removal delay, as TiCDC's
+//! (so a crashed node lingers TTL + delay). Losing the lease ends the
+//! session: the node must restart with a fresh ID.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::messages::NodeId;
+
+/// What a node publishes about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureInfo {
+    pub id: NodeId,
+    /// The message center's address as peers dial it.
+    pub advertise_addr: String,
+    /// The HTTP API's address as peers and the harness dial it.
+    pub http_addr: String,
+}
+
+pub fn capture_prefix(root: &str) -> String {
+    format!("{root}/capture/")
+}
+
+pub struct Membership {
+    pub info: CaptureInfo,
+    client: Client,
+    lease: i64,
+    alive: watch::Receiver<BTreeMap<NodeId, CaptureInfo>>,
+    session_lost: watch::Receiver<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Membership {
+    /// Registers `info` under a lease of `ttl` and starts watching peers.
+    pub async fn join(
+        client: Client,
+        root: &str,
+        info: CaptureInfo,
+        ttl: Duration,
+        removal_delay: Duration,
+    ) -> Result<Membership> {
+        let mut c = client.clone();
+        let lease = c
+            .lease_grant(ttl.as_secs().max(1) as i64, None)
+            .await
+            .context("granting the capture lease")?
+            .id();
+        let key = format!("{}{}", capture_prefix(root), info.id);
+        c.put(
+            key.clone(),
+            serde_json::to_vec(&info)?,
+            Some(PutOptions::new().with_lease(lease)),
+        )
+        .await
+        .context("registering the capture key")?;
+
+        let (lost_tx, session_lost) = watch::channel(false);
+        let (mut keeper, mut responses) = c
+            .lease_keep_alive(lease)
+            .await
+            .context("starting the lease keep-alive")?;
+        let period = ttl / 3;
+        let id = info.id.clone();
+        let keepalive = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let ok = keeper.keep_alive().await.is_ok()
+                    && matches!(responses.message().await, Ok(Some(r)) if r.ttl() > 0);
+                if !ok {
+                    tracing::error!(node = %id, "capture lease lost: this node's session is over");
+                    let _ = lost_tx.send(true);
+                    return;
+                }
+            }
+        });
+
+        // Initial view, then watch from the next revision.
+        let prefix = capture_prefix(root);
+        let resp = c
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .context("listing captures")?;
+        let rev = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut initial = BTreeMap::new();
+        for kv in resp.kvs() {
+            if let Ok(ci) = serde_json::from_slice::<CaptureInfo>(kv.value()) {
+                initial.insert(ci.id.clone(), ci);
+            }
+        }
+        let (alive_tx, alive) = watch::channel(initial);
+        let mut stream = c
+            .watch(
+                prefix.clone(),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(rev + 1),
+                ),
+            )
+            .await
+            .context("watching captures")?;
+        let alive_tx = std::sync::Arc::new(alive_tx);
+        let watcher = tokio::spawn(async move {
+            while let Ok(Some(resp)) = stream.message().await {
+                for ev in resp.events() {
+                    let Some(kv) = ev.kv() else { continue };
+                    let id = kv
+                        .key_str()
+                        .unwrap_or_default()
+                        .trim_start_matches(&prefix)
+                        .to_string();
+                    match ev.event_type() {
+                        EventType::Put => {
+                            if let Ok(ci) = serde_json::from_slice::<CaptureInfo>(kv.value()) {
+                                alive_tx.send_modify(|m| {
+                                    m.insert(ci.id.clone(), ci);
+                                });
+                            }
+                        }
+                        EventType::Delete => {
+                            // Delayed removal: the node lingers for `removal_delay`.
+                            let tx = alive_tx.clone();
+                            tokio::spawn(async move {
+                                tokio::time::sleep(removal_delay).await;
+                                tx.send_modify(|m| {
+                                    m.remove(&id);
+                                });
+                            });
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Membership {
+            info,
+            client,
+            lease,
+            alive,
+            session_lost,
+            tasks: vec![keepalive, watcher],
+        })
+    }
+
+    /// The alive captures (with delayed removal), updated as etcd changes.
+    pub fn alive(&self) -> watch::Receiver<BTreeMap<NodeId, CaptureInfo>> {
+        self.alive.clone()
+    }
+
+    /// Becomes `true` when the lease could not be kept alive.
+    pub fn session_lost(&self) -> watch::Receiver<bool> {
+        self.session_lost.clone()
+    }
+
+    pub fn lease(&self) -> i64 {
+        self.lease
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Leaves gracefully: revokes the lease, which deletes the capture key.
+    pub async fn leave(mut self) -> Result<()> {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.client
+            .lease_revoke(self.lease)
+            .await
+            .context("revoking the capture lease")?;
+        Ok(())
+    }
+
+    /// Simulates a crash for tests: stops keeping the lease alive and
+    /// watching, without revoking (the key expires after the TTL).
+    pub fn abandon(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
