@@ -342,8 +342,17 @@ impl Cluster {
         for (i, name) in spec.upstream_links.iter().enumerate() {
             let port = TOXI_UPSTREAM_LINK_BASE_PORT + i as u16;
             let proxy = format!("upstream-{name}");
-            proxies.push(Proxy::new(&proxy, format!("0.0.0.0:{port}"), format!("{upstream_name}:{UPSTREAM_PORT}")));
-            upstream_links.push(Link { name: name.clone(), side: ClientSide::Network, proxy, address: format!("{toxi_name}:{port}") });
+            proxies.push(Proxy::new(
+                &proxy,
+                format!("0.0.0.0:{port}"),
+                format!("{upstream_name}:{UPSTREAM_PORT}"),
+            ));
+            upstream_links.push(Link {
+                name: name.clone(),
+                side: ClientSide::Network,
+                proxy,
+                address: format!("{toxi_name}:{port}"),
+            });
         }
         let upstream_host_port = free_port()?;
 
@@ -423,7 +432,13 @@ impl Cluster {
         let (upstream, upstream_endpoint) = if spec.upstream {
             let req = request(images::system(), &run, &network, "upstream")
                 .with_mapped_port(upstream_host_port, UPSTREAM_PORT.tcp())
-                .with_cmd(["upstream", "--listen", "0.0.0.0:7000", "--data-dir", "/var/lib/upstream"])
+                .with_cmd([
+                    "upstream",
+                    "--listen",
+                    "0.0.0.0:7000",
+                    "--data-dir",
+                    "/var/lib/upstream",
+                ])
                 .with_startup_timeout(spec.startup_timeout);
             let c = req.start().await.context("starting the upstream")?;
             let endpoint = format!("http://127.0.0.1:{upstream_host_port}");
@@ -552,7 +567,9 @@ impl Cluster {
     /// The upstream's gRPC endpoint on the host (`http://127.0.0.1:port`),
     /// bypassing every proxy; fixed across upstream restarts.
     pub fn upstream_endpoint(&self) -> Result<&str> {
-        self.upstream_endpoint.as_deref().ok_or_else(|| anyhow!("this cluster was started without the upstream (ClusterSpec::upstream)"))
+        self.upstream_endpoint.as_deref().ok_or_else(|| {
+            anyhow!("this cluster was started without the upstream (ClusterSpec::upstream)")
+        })
     }
 
     pub fn upstream_links(&self) -> &[Link] {
@@ -562,8 +579,13 @@ impl Cluster {
     /// Restarts the upstream container (graceful stop, start) and waits for
     /// its gRPC API; its change log lives in the container and survives.
     pub async fn restart_upstream(&self, timeout: Duration) -> Result<()> {
-        let c = self.upstream.as_ref().ok_or_else(|| anyhow!("no upstream in this cluster"))?;
-        c.stop_with_timeout(Some(10)).await.context("stopping the upstream")?;
+        let c = self
+            .upstream
+            .as_ref()
+            .ok_or_else(|| anyhow!("no upstream in this cluster"))?;
+        c.stop_with_timeout(Some(10))
+            .await
+            .context("stopping the upstream")?;
         c.start().await.context("starting the upstream again")?;
         wait_upstream_ready(self.upstream_endpoint()?, timeout).await
     }

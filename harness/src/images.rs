@@ -53,7 +53,10 @@ pub fn toxiproxy() -> ImageRef {
 /// The changefeed system's binaries, built from this workspace by
 /// `scripts/build-system-image.sh` and tagged with the workspace version.
 pub fn system() -> ImageRef {
-    ImageRef { name: prefixed("system"), tag: env!("CARGO_PKG_VERSION") }
+    ImageRef {
+        name: prefixed("system"),
+        tag: env!("CARGO_PKG_VERSION"),
+    }
 }
 
 /// Every third-party image a cluster needs, for the "run make setup" check.

@@ -47,15 +47,22 @@ impl Change {
                 ChangeType::Unspecified => "UNKNOWN",
             }
             .into(),
-            image: c.columns.iter().map(|col| (col.name.clone(), value_text(&col.value))).collect(),
+            image: c
+                .columns
+                .iter()
+                .map(|col| (col.name.clone(), value_text(&col.value)))
+                .collect(),
             position: None,
         }
     }
 
     /// Decodes a canal-json record; `None` for a message that is not a row change.
     pub fn from_kafka(partition: i32, offset: i64, payload: &[u8]) -> Result<Change> {
-        let m = canal_json::decode(payload).with_context(|| format!("record {partition}/{offset} is not canal-json"))?;
-        let commit_ts = m.commit_ts().with_context(|| format!("record {partition}/{offset} has no _tidb.commitTs"))?;
+        let m = canal_json::decode(payload)
+            .with_context(|| format!("record {partition}/{offset} is not canal-json"))?;
+        let commit_ts = m
+            .commit_ts()
+            .with_context(|| format!("record {partition}/{offset} has no _tidb.commitTs"))?;
         Ok(Change {
             table: format!("{}.{}", m.database, m.table),
             key: m.key_string(),
@@ -154,7 +161,10 @@ impl Report {
 
 /// The latest image per key after replaying `changes` (ordered by commit ts)
 /// up to `checkpoint`; deleted keys are absent.
-fn images_at<'a>(changes: impl Iterator<Item = &'a Change>, checkpoint: u64) -> BTreeMap<String, (u64, Option<Image>)> {
+fn images_at<'a>(
+    changes: impl Iterator<Item = &'a Change>,
+    checkpoint: u64,
+) -> BTreeMap<String, (u64, Option<Image>)> {
     let mut out: BTreeMap<String, (u64, Option<Image>)> = BTreeMap::new();
     for c in changes.filter(|c| c.commit_ts <= checkpoint) {
         let e = out.entry(c.key.clone()).or_insert((0, None));
@@ -171,9 +181,15 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
     let mut tables: BTreeSet<&str> = truth.iter().map(|c| c.table.as_str()).collect();
     tables.extend(kafka.iter().map(|c| c.table.as_str()));
     let truth_ids: BTreeSet<_> = truth.iter().map(Change::id).collect();
-    let mut report = Report { checkpoint_ts: checkpoint, tables: Vec::new() };
+    let mut report = Report {
+        checkpoint_ts: checkpoint,
+        tables: Vec::new(),
+    };
     for table in tables {
-        let mut t = TableReport { table: table.to_string(), ..Default::default() };
+        let mut t = TableReport {
+            table: table.to_string(),
+            ..Default::default()
+        };
         let k: Vec<&Change> = kafka.iter().filter(|c| c.table == table).collect();
         let tr: Vec<&Change> = truth.iter().filter(|c| c.table == table).collect();
 
@@ -219,15 +235,28 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
         }
         t.delivered = seen.len();
         for c in &k {
-            if !truth_ids.contains(&c.id()) && !t.unexpected.iter().any(|u| u.key == c.key && u.commit_ts == c.commit_ts) {
-                t.unexpected.push(Missing { key: c.key.clone(), commit_ts: c.commit_ts, kind: c.kind.clone() });
+            if !truth_ids.contains(&c.id())
+                && !t
+                    .unexpected
+                    .iter()
+                    .any(|u| u.key == c.key && u.commit_ts == c.commit_ts)
+            {
+                t.unexpected.push(Missing {
+                    key: c.key.clone(),
+                    commit_ts: c.commit_ts,
+                    kind: c.kind.clone(),
+                });
             }
         }
         // Missing at or below the checkpoint.
         for c in tr.iter().filter(|c| c.commit_ts <= checkpoint) {
             t.expected += 1;
             if !seen.contains(&(c.key.clone(), c.commit_ts)) {
-                t.missing.push(Missing { key: c.key.clone(), commit_ts: c.commit_ts, kind: c.kind.clone() });
+                t.missing.push(Missing {
+                    key: c.key.clone(),
+                    commit_ts: c.commit_ts,
+                    kind: c.kind.clone(),
+                });
             }
         }
         // Images at the checkpoint.
@@ -238,7 +267,11 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
             let e = want.get(key).and_then(|x| x.1.clone());
             let f = got.get(key).and_then(|x| x.1.clone());
             if e != f {
-                t.image_mismatches.push(ImageMismatch { key: key.clone(), expected: e, found: f });
+                t.image_mismatches.push(ImageMismatch {
+                    key: key.clone(),
+                    expected: e,
+                    found: f,
+                });
             }
         }
         report.tables.push(t);
@@ -255,10 +288,17 @@ pub async fn verify_live(
     tables: &[TableName],
     checkpoint: u64,
 ) -> Result<Report> {
-    let records = crate::kafka::read_topic(verifier_bootstrap, topic, Duration::from_secs(60)).await?;
+    let records =
+        crate::kafka::read_topic(verifier_bootstrap, topic, Duration::from_secs(60)).await?;
     let kafka = records
         .iter()
-        .map(|r| Change::from_kafka(r.partition, r.offset, r.payload.as_deref().unwrap_or_default()))
+        .map(|r| {
+            Change::from_kafka(
+                r.partition,
+                r.offset,
+                r.payload.as_deref().unwrap_or_default(),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut client = UpstreamClient::connect(upstream.to_string())
         .await
@@ -266,7 +306,11 @@ pub async fn verify_live(
     let mut truth = Vec::new();
     for t in tables {
         let changes = client
-            .read_changes(ReadChangesRequest { table: Some(t.clone()), from_ts: 0, to_ts: u64::MAX })
+            .read_changes(ReadChangesRequest {
+                table: Some(t.clone()),
+                from_ts: 0,
+                to_ts: u64::MAX,
+            })
             .await
             .with_context(|| format!("reading the ground truth of {}", table_str(t)))?
             .into_inner()
@@ -274,7 +318,10 @@ pub async fn verify_live(
         truth.extend(changes.iter().map(Change::from_truth));
     }
     let names: BTreeSet<String> = tables.iter().map(table_str).collect();
-    let kafka: Vec<Change> = kafka.into_iter().filter(|c| names.contains(&c.table)).collect();
+    let kafka: Vec<Change> = kafka
+        .into_iter()
+        .filter(|c| names.contains(&c.table))
+        .collect();
     Ok(verify(&kafka, &truth, checkpoint))
 }
 
@@ -328,7 +375,14 @@ mod tests {
         let r = verify(&k, &truth(), 45);
         assert!(!r.is_clean());
         assert_eq!(r.missing(), 1);
-        assert_eq!(r.tables[0].missing[0], Missing { key: "id=1".into(), commit_ts: 30, kind: "UPDATE".into() });
+        assert_eq!(
+            r.tables[0].missing[0],
+            Missing {
+                key: "id=1".into(),
+                commit_ts: 30,
+                kind: "UPDATE".into()
+            }
+        );
         // A checkpoint that claims id=3@50 is honest only if it arrived.
         assert_eq!(verify(&good_kafka(), &truth(), 50).missing(), 1);
     }
@@ -399,7 +453,10 @@ mod tests {
         let bytes = canal_json::encode(&c, &TableDef::default(), true);
         let k = Change::from_kafka(0, 5, &bytes).unwrap();
         let t = Change::from_truth(&c);
-        assert_eq!((k.table.as_str(), k.key.as_str(), k.commit_ts), ("db.t", "id=7", 2));
+        assert_eq!(
+            (k.table.as_str(), k.key.as_str(), k.commit_ts),
+            ("db.t", "id=7", 2)
+        );
         assert_eq!(k.image, t.image);
         assert!(Change::from_kafka(0, 0, b"not json").is_err());
     }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use cdc_system::dispatcher_manager::{DispatcherManager, ManagerConfig, RunningError};
 use cdc_system::proto::upstream_client::UpstreamClient;
-use cdc_system::proto::{GetTsRequest, ReadChangesRequest, StopWorkloadRequest, TableName, WorkloadSpec};
+use cdc_system::proto::{
+    GetTsRequest, ReadChangesRequest, StopWorkloadRequest, TableName, WorkloadSpec,
+};
 use cdc_system::upstream::table;
 use harness::cluster::{Cluster, ClusterSpec, KafkaLinkSpec};
 use harness::toxiproxy::{Toxic, ToxicKind};
@@ -49,7 +51,10 @@ async fn wait_checkpoint(m: &DispatcherManager, at_least: u64, timeout: Duration
         if cp >= at_least {
             return cp;
         }
-        assert!(Instant::now() < deadline, "checkpoint {cp} did not reach {at_least} within {timeout:?}");
+        assert!(
+            Instant::now() < deadline,
+            "checkpoint {cp} did not reach {at_least} within {timeout:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -65,9 +70,15 @@ async fn close(m: &std::sync::Arc<DispatcherManager>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kafka_timeout_surfaces_the_seed_error_and_a_rebuild_loses_nothing() {
     harness::init_tracing();
-    let spec = ClusterSpec { kafka_links: vec![KafkaLinkSpec::host("cdc")], upstream: true, ..Default::default() };
+    let spec = ClusterSpec {
+        kafka_links: vec![KafkaLinkSpec::host("cdc")],
+        upstream: true,
+        ..Default::default()
+    };
     let c = Cluster::start(spec).await.expect("cluster");
-    let mut up = UpstreamClient::connect(c.upstream_endpoint().unwrap().to_string()).await.unwrap();
+    let mut up = UpstreamClient::connect(c.upstream_endpoint().unwrap().to_string())
+        .await
+        .unwrap();
     let start_ts = up.get_ts(GetTsRequest {}).await.unwrap().into_inner().ts;
     up.start_workload(WorkloadSpec {
         rate: 100.0,
@@ -95,12 +106,28 @@ async fn a_kafka_timeout_surfaces_the_seed_error_and_a_rebuild_loses_nothing() {
         toxi.add_toxic(&link.proxy, t).await.unwrap();
     }
     let t0 = Instant::now();
-    let err = tokio::time::timeout(Duration::from_secs(60), errors.recv()).await.expect("the error surfaces").unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), errors.recv())
+        .await
+        .expect("the error surfaces")
+        .unwrap();
     tracing::info!(after_ms = t0.elapsed().as_millis() as u64, error = %err.message, "sink error surfaced");
     assert_eq!(err.code, "CDC:ErrKafkaAsyncSendMessage");
-    assert!(err.message.starts_with("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed: "), "{}", err.message);
-    assert!(err.message.contains("eventType=dml, dmlInfo=[{Type="), "{}", err.message);
-    assert!(err.message.contains(", Database=shop, Table=t"), "{}", err.message);
+    assert!(
+        err.message
+            .starts_with("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed: "),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("eventType=dml, dmlInfo=[{Type="),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(", Database=shop, Table=t"),
+        "{}",
+        err.message
+    );
     assert!(err.message.contains("; ErrorInfo: "), "{}", err.message);
     assert!(err.retryable);
 
@@ -113,37 +140,90 @@ async fn a_kafka_timeout_surfaces_the_seed_error_and_a_rebuild_loses_nothing() {
     let (tx, mut errors2) = tokio::sync::mpsc::channel(16);
     let m2 = manager(&c, checkpoint, tx).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let status = up.stop_workload(StopWorkloadRequest {}).await.unwrap().into_inner();
-    assert!(status.txns > 100, "the workload wrote too little to prove anything: {status:?}");
-    let final_cp = wait_checkpoint(&m2, status.last_commit_ts, Duration::from_secs(120)).await;
-    assert!(errors2.try_recv().is_err(), "the rebuilt manager must not fail");
-
-    let report = harness::verifier::verify_live(c.verifier_bootstrap(), TOPIC, c.upstream_endpoint().unwrap(), &tables(), final_cp)
+    let status = up
+        .stop_workload(StopWorkloadRequest {})
         .await
-        .expect("verification");
+        .unwrap()
+        .into_inner();
+    assert!(
+        status.txns > 100,
+        "the workload wrote too little to prove anything: {status:?}"
+    );
+    let final_cp = wait_checkpoint(&m2, status.last_commit_ts, Duration::from_secs(120)).await;
+    assert!(
+        errors2.try_recv().is_err(),
+        "the rebuilt manager must not fail"
+    );
+
+    let report = harness::verifier::verify_live(
+        c.verifier_bootstrap(),
+        TOPIC,
+        c.upstream_endpoint().unwrap(),
+        &tables(),
+        final_cp,
+    )
+    .await
+    .expect("verification");
     tracing::info!(summary = %report.summary(), txns = status.txns, rows = status.rows, "verified");
-    println!("data-plane: {} txns, {} rows; {}", status.txns, status.rows, report.summary());
+    println!(
+        "data-plane: {} txns, {} rows; {}",
+        status.txns,
+        status.rows,
+        report.summary()
+    );
     assert_eq!(report.missing(), 0, "{report:#?}");
     assert_eq!(report.order_violations(), 0, "{report:#?}");
     assert_eq!(report.unexpected(), 0);
     assert_eq!(report.image_mismatches(), 0);
-    assert!(report.tables.iter().all(|t| t.expected > 0), "every table saw changes");
+    assert!(
+        report.tables.iter().all(|t| t.expected > 0),
+        "every table saw changes"
+    );
     close(&m2).await;
 
     // Durability: the change log reads back identically after a restart.
     let mut before = Vec::new();
     for t in tables() {
-        before.push(up.read_changes(ReadChangesRequest { table: Some(t), from_ts: 0, to_ts: u64::MAX }).await.unwrap().into_inner().changes);
+        before.push(
+            up.read_changes(ReadChangesRequest {
+                table: Some(t),
+                from_ts: 0,
+                to_ts: u64::MAX,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .changes,
+        );
     }
-    c.restart_upstream(Duration::from_secs(60)).await.expect("upstream restarts");
-    let mut up = UpstreamClient::connect(c.upstream_endpoint().unwrap().to_string()).await.unwrap();
+    c.restart_upstream(Duration::from_secs(60))
+        .await
+        .expect("upstream restarts");
+    let mut up = UpstreamClient::connect(c.upstream_endpoint().unwrap().to_string())
+        .await
+        .unwrap();
     for (t, b) in tables().into_iter().zip(&before) {
-        let after = up.read_changes(ReadChangesRequest { table: Some(t), from_ts: 0, to_ts: u64::MAX }).await.unwrap().into_inner().changes;
+        let after = up
+            .read_changes(ReadChangesRequest {
+                table: Some(t),
+                from_ts: 0,
+                to_ts: u64::MAX,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .changes;
         assert_eq!(&after, b, "the change log changed across a restart");
     }
     let written: usize = before.iter().map(|b| b.len()).sum();
     println!("durability: {written} changes written, {written} read back after restart");
     let ts = up.get_ts(GetTsRequest {}).await.unwrap().into_inner().ts;
-    assert!(ts > status.last_commit_ts, "timestamps keep increasing across the restart");
-    assert_eq!(c.shutdown().await.unwrap(), harness::docker::Removed::default());
+    assert!(
+        ts > status.last_commit_ts,
+        "timestamps keep increasing across the restart"
+    );
+    assert_eq!(
+        c.shutdown().await.unwrap(),
+        harness::docker::Removed::default()
+    );
 }
