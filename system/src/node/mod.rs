@@ -4,6 +4,7 @@
 
 pub mod election;
 pub mod membership;
+pub mod message_center;
 
 /// A fresh node ID for this process start (a restart is a new node).
 pub fn fresh_node_id() -> String {
