@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::messages::{ChangefeedId, Envelope, Message, NodeId, RunningError};
+use crate::messages::{ChangefeedConfig, ChangefeedId, Envelope, Message, NodeId, RunningError};
 use crate::profile::Profile;
 
 const HEARTBEAT_MS: u64 = 200;
@@ -18,7 +18,16 @@ const HEARTBEAT_MS: u64 = 200;
 /// The dispatcher managers of one node, as the orchestrator drives them.
 pub trait DispatcherBackend: Send {
     /// Creates the changefeed's manager from `checkpoint_ts` (no-op if present).
-    fn create(&mut self, cf: &str, checkpoint_ts: u64, now: u64);
+    /// Creates the changefeed's manager from `checkpoint_ts` hosting
+    /// `tables`; for an existing manager, adds the tables it lacks.
+    fn create(
+        &mut self,
+        cf: &str,
+        checkpoint_ts: u64,
+        config: &ChangefeedConfig,
+        tables: &[String],
+        now: u64,
+    );
     fn exists(&self, cf: &str) -> bool;
     /// The manager's watermark (min checkpoint of its dispatchers).
     fn watermark(&mut self, cf: &str, now: u64) -> Option<u64>;
@@ -87,6 +96,8 @@ impl DispatcherOrchestrator {
                 changefeed,
                 epoch,
                 checkpoint_ts,
+                config,
+                tables,
             } => {
                 if self.profile.epochs_checked() {
                     let backwards = self
@@ -103,7 +114,8 @@ impl DispatcherOrchestrator {
                         return;
                     }
                 }
-                self.backend.create(&changefeed, checkpoint_ts, now);
+                self.backend
+                    .create(&changefeed, checkpoint_ts, &config, &tables, now);
                 // At the fix commit the last bootstrap sender becomes the owner.
                 self.owners
                     .insert(changefeed.clone(), (from.clone(), epoch));
@@ -224,7 +236,14 @@ impl SimBackend {
 }
 
 impl DispatcherBackend for SimBackend {
-    fn create(&mut self, cf: &str, checkpoint_ts: u64, _now: u64) {
+    fn create(
+        &mut self,
+        cf: &str,
+        checkpoint_ts: u64,
+        _config: &ChangefeedConfig,
+        _tables: &[String],
+        _now: u64,
+    ) {
         self.managers.entry(cf.into()).or_insert(SimManager {
             checkpoint: checkpoint_ts,
             error: None,

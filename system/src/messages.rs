@@ -24,6 +24,15 @@ pub struct RunningError {
     pub message: String,
 }
 
+/// What a changefeed replicates and where to; persisted with it and carried
+/// by the add and bootstrap requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangefeedConfig {
+    pub sink_uri: String,
+    /// Tables as `schema.table`; each is one dispatcher (span).
+    pub tables: Vec<String>,
+}
+
 /// A maintainer's report to the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MaintainerStatus {
@@ -45,6 +54,7 @@ pub enum Message {
         changefeed: ChangefeedId,
         epoch: u64,
         checkpoint_ts: u64,
+        config: ChangefeedConfig,
     },
     RemoveMaintainer {
         changefeed: ChangefeedId,
@@ -67,6 +77,9 @@ pub enum Message {
         changefeed: ChangefeedId,
         epoch: u64,
         checkpoint_ts: u64,
+        config: ChangefeedConfig,
+        /// The tables this node hosts (all of them is the maintainer's choice).
+        tables: Vec<String>,
     },
     CloseRequest {
         changefeed: ChangefeedId,

@@ -55,7 +55,9 @@ fn up_to_stale_remove(s: &mut Sim) -> (usize, u64) {
     let a = s.id("A");
     s.coordinator_mut().force_placement(CF, &a);
     let now = s.now;
-    s.coordinator_mut().create_changefeed(now, CF, 0).unwrap();
+    s.coordinator_mut()
+        .create_changefeed(now, CF, 0, Default::default())
+        .unwrap();
     assert!(
         s.run_until(10_000, |s| s.broken_maintainer(CF).is_none()
             && s.checkpoint(CF) > 1_000
@@ -283,13 +285,15 @@ fn without_faults_every_profile_replicates() {
         let mut s = Sim::new(SimConfig::new(p), &["K", "A", "B"]);
         s.run_for(1_000);
         let now = s.now;
-        s.coordinator_mut().create_changefeed(now, CF, 0).unwrap();
+        s.coordinator_mut()
+            .create_changefeed(now, CF, 0, Default::default())
+            .unwrap();
         s.run_for(10_000);
         assert!(s.broken_maintainer(CF).is_none(), "{p}");
         assert!(s.checkpoint(CF) > 8_000, "{p}: {}", s.checkpoint(CF));
         assert!(s
             .coordinator_mut()
-            .create_changefeed(now, CF, 0)
+            .create_changefeed(now, CF, 0, Default::default())
             .unwrap_err()
             .contains("already exists"));
     }

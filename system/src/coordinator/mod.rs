@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::messages::{
-    ChangefeedId, ComponentState, Envelope, MaintainerStatus, Message, NodeId, RunningError,
+    ChangefeedConfig, ChangefeedId, ComponentState, Envelope, MaintainerStatus, Message, NodeId,
+    RunningError,
 };
 use crate::profile::Profile;
 use backoff::Backoff;
@@ -77,6 +78,8 @@ pub struct PersistedFeed {
     pub checkpoint_ts: u64,
     pub state: FeedState,
     pub error: Option<RunningError>,
+    #[serde(default)]
+    pub config: ChangefeedConfig,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -230,7 +233,13 @@ impl Coordinator {
     }
 
     /// Creates a changefeed; an existing ID is an error.
-    pub fn create_changefeed(&mut self, now: u64, id: &str, start_ts: u64) -> Result<(), String> {
+    pub fn create_changefeed(
+        &mut self,
+        now: u64,
+        id: &str,
+        start_ts: u64,
+        config: ChangefeedConfig,
+    ) -> Result<(), String> {
         if self.feeds.contains_key(id) {
             return Err(format!("changefeed {id} already exists"));
         }
@@ -240,6 +249,7 @@ impl Coordinator {
             checkpoint_ts: start_ts,
             state: FeedState::Normal,
             error: None,
+            config,
         };
         self.feeds.insert(
             id.into(),
@@ -520,15 +530,12 @@ impl Coordinator {
         for op in self.operators.values_mut() {
             if op.last_sent_ms.is_none_or(|t| now >= t + resend) {
                 op.last_sent_ms = Some(now);
-                out.push((
-                    op.target().clone(),
-                    op.message(
-                        self.feeds
-                            .get(&op.changefeed)
-                            .map(|c| c.info.checkpoint_ts)
-                            .unwrap_or(0),
-                    ),
-                ));
+                let (checkpoint, config) = self
+                    .feeds
+                    .get(&op.changefeed)
+                    .map(|c| (c.info.checkpoint_ts, c.info.config.clone()))
+                    .unwrap_or_default();
+                out.push((op.target().clone(), op.message(checkpoint, &config)));
             }
         }
         for (to, m) in out {

@@ -6,7 +6,9 @@
 
 use serde::Serialize;
 
-use crate::messages::{ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId};
+use crate::messages::{
+    ChangefeedConfig, ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId,
+};
 use crate::profile::Profile;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -50,12 +52,13 @@ impl Operator {
     }
 
     /// The command this operator (re-)sends.
-    pub fn message(&self, checkpoint_ts: u64) -> Message {
+    pub fn message(&self, checkpoint_ts: u64, config: &ChangefeedConfig) -> Message {
         match &self.kind {
             OpKind::Add { .. } => Message::AddMaintainer {
                 changefeed: self.changefeed.clone(),
                 epoch: self.epoch,
                 checkpoint_ts,
+                config: config.clone(),
             },
             OpKind::Stop { cascade, .. } => Message::RemoveMaintainer {
                 changefeed: self.changefeed.clone(),

@@ -94,6 +94,7 @@ impl MaintainerManager {
                 changefeed,
                 epoch,
                 checkpoint_ts,
+                config,
             } => {
                 if self.coordinator.as_ref().map(|c| &c.0) != Some(from) {
                     return;
@@ -107,7 +108,7 @@ impl MaintainerManager {
                         return; // F4: silently ignored, no reply
                     }
                 }
-                let mut m = Maintainer::new(&changefeed, epoch, checkpoint_ts, now);
+                let mut m = Maintainer::new(&changefeed, epoch, checkpoint_ts, config, now);
                 let out = m.start_bootstrap(now, &self.alive);
                 tracing::info!(node = %self.node, changefeed = %changefeed, epoch, "maintainer created");
                 self.maintainers.insert(changefeed, m);

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::messages::{
-    ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId, RunningError,
+    ChangefeedConfig, ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId, RunningError,
 };
 use crate::profile::Profile;
 
@@ -42,6 +42,9 @@ pub struct Maintainer {
     pub removal_only: bool,
     pub checkpoint_ts: u64,
     pub since_ms: u64,
+    pub config: ChangefeedConfig,
+    /// Tables per node (the span scheduling); empty tables = every node hosts.
+    pub assignment: BTreeMap<NodeId, Vec<String>>,
     bootstrap_pending: BTreeSet<NodeId>,
     bootstrap_last_sent_ms: u64,
     /// Watermarks of the nodes hosting dispatchers (all bootstrapped nodes).
@@ -56,8 +59,16 @@ pub struct Maintainer {
 pub type Out = Vec<(NodeId, Message)>;
 
 impl Maintainer {
-    pub fn new(cf: &str, epoch: u64, checkpoint_ts: u64, now: u64) -> Self {
+    pub fn new(
+        cf: &str,
+        epoch: u64,
+        checkpoint_ts: u64,
+        config: ChangefeedConfig,
+        now: u64,
+    ) -> Self {
         Maintainer {
+            config,
+            assignment: BTreeMap::new(),
             changefeed: cf.into(),
             epoch,
             state: ComponentState::Working,
@@ -76,9 +87,50 @@ impl Maintainer {
 
     /// TiCDC `NewMaintainerForRemove`: checkpoint 1, Working, never bootstraps.
     pub fn new_for_remove(cf: &str, epoch: u64, now: u64) -> Self {
-        let mut m = Maintainer::new(cf, epoch, 1, now);
+        let mut m = Maintainer::new(cf, epoch, 1, ChangefeedConfig::default(), now);
         m.removal_only = true;
         m
+    }
+
+    /// Whether `node`'s watermark gates the checkpoint: it hosts tables (or
+    /// the changefeed names none, as in the simulator).
+    fn hosts(&self, node: &NodeId) -> bool {
+        self.config.tables.is_empty() || self.assignment.get(node).is_some_and(|t| !t.is_empty())
+    }
+
+    /// Moves the tables of departed nodes to the alive host with the fewest
+    /// and asks it to host them (a bootstrap request for an existing
+    /// dispatcher manager adds the missing tables).
+    fn reassign_orphans(&mut self, alive: &BTreeSet<NodeId>) -> Out {
+        let gone: Vec<NodeId> = self
+            .assignment
+            .keys()
+            .filter(|n| !alive.contains(*n))
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for g in gone {
+            let orphans = self.assignment.remove(&g).unwrap_or_default();
+            if orphans.is_empty() {
+                continue;
+            }
+            for n in alive {
+                self.assignment.entry(n.clone()).or_default();
+            }
+            let Some(target) = self
+                .assignment
+                .iter()
+                .min_by_key(|(n, t)| (t.len(), (*n).clone()))
+                .map(|(n, _)| n.clone())
+            else {
+                continue;
+            };
+            self.assignment.get_mut(&target).unwrap().extend(orphans);
+            self.watermarks.insert(target.clone(), None);
+            tracing::info!(changefeed = %self.changefeed, from = %g, to = %target, "tables of a departed node rescheduled");
+            out.extend(self.bootstrap_requests(&[target].into()));
+        }
+        out
     }
 
     pub fn status(&self) -> MaintainerStatus {
@@ -94,6 +146,17 @@ impl Maintainer {
     }
 
     pub fn start_bootstrap(&mut self, now: u64, alive: &BTreeSet<NodeId>) -> Out {
+        // Spans (tables) round-robin over the nodes, in a stable order.
+        let nodes: Vec<&NodeId> = alive.iter().collect();
+        self.assignment = nodes.iter().map(|n| ((*n).clone(), Vec::new())).collect();
+        let mut tables = self.config.tables.clone();
+        tables.sort();
+        for (i, t) in tables.into_iter().enumerate() {
+            self.assignment
+                .get_mut(nodes[i % nodes.len()])
+                .unwrap()
+                .push(t);
+        }
         self.bootstrap_pending = alive.clone();
         self.bootstrap_last_sent_ms = now;
         self.bootstrap_requests(alive)
@@ -108,6 +171,8 @@ impl Maintainer {
                         changefeed: self.changefeed.clone(),
                         epoch: self.epoch,
                         checkpoint_ts: self.checkpoint_ts,
+                        config: self.config.clone(),
+                        tables: self.assignment.get(n).cloned().unwrap_or_default(),
                     },
                 )
             })
@@ -281,6 +346,7 @@ impl Maintainer {
             }
             return out;
         }
+        out.extend(self.reassign_orphans(alive));
         self.watermarks.retain(|n, _| alive.contains(n));
         if !self.watermarks.is_empty() && self.watermarks.values().all(|w| w.is_some()) {
             let min = self.watermarks.values().map(|w| w.unwrap()).min().unwrap();
