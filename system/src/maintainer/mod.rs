@@ -208,8 +208,10 @@ impl Maintainer {
             return;
         }
         if self.bootstrap_pending.remove(from) {
-            self.watermarks
-                .insert(from.clone(), Some(checkpoint_ts.max(self.checkpoint_ts)));
+            if self.hosts(from) {
+                self.watermarks
+                    .insert(from.clone(), Some(checkpoint_ts.max(self.checkpoint_ts)));
+            }
             if self.bootstrap_pending.is_empty() && !self.bootstrap_done {
                 self.bootstrap_done = true;
                 self.status_changed = true;
