@@ -181,6 +181,15 @@ impl DispatcherManager {
         first.clone()
     }
 
+    /// Failpoint `sink/async-send-error` on this manager's sink.
+    pub fn inject_sink_error(&self) {
+        if let Some(s) = self.sink.lock().unwrap().as_ref() {
+            s.inject_async_error(
+                "injected by failpoint sink/async-send-error: write tcp: i/o timeout",
+            );
+        }
+    }
+
     pub fn changefeed(&self) -> &str {
         &self.cfg.changefeed
     }

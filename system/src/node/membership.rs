@@ -168,20 +168,25 @@ impl Membership {
     }
 
     /// Leaves gracefully: revokes the lease, which deletes the capture key.
-    pub async fn leave(mut self) -> Result<()> {
+    pub async fn leave(self) -> Result<()> {
         for t in &self.tasks {
             t.abort();
         }
-        self.client
-            .lease_revoke(self.lease)
+        let (mut client, lease) = (self.client.clone(), self.lease);
+        client
+            .lease_revoke(lease)
             .await
             .context("revoking the capture lease")?;
         Ok(())
     }
 
-    /// Simulates a crash for tests: stops keeping the lease alive and
-    /// watching, without revoking (the key expires after the TTL).
-    pub fn abandon(self) {
+    /// Stops keeping the lease alive and watching, without revoking: the
+    /// key expires after the TTL (what a crash looks like to the others).
+    pub fn abandon(self) {}
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
         }

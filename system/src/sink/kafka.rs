@@ -187,6 +187,30 @@ impl KafkaSink {
         }
     }
 
+    /// Failpoint `sink/async-send-error`: fails the sink as a delivery
+    /// failure would (first error kept, producer purged, no reuse).
+    pub fn inject_async_error(&self, client_error: &str) {
+        let mut f = self.first_error.lock().unwrap();
+        if f.is_none() {
+            *f = Some(SinkError::AsyncSend {
+                topic: self.uri.topic.clone(),
+                partition: -1,
+                dml: DmlInfo {
+                    kind: "unknown",
+                    database: String::new(),
+                    table: String::new(),
+                    start_ts: 0,
+                    commit_ts: 0,
+                    primary_keys: String::new(),
+                },
+                client_error: client_error.to_string(),
+            });
+            drop(f);
+            self.producer
+                .purge(PurgeConfig::default().queue().inflight().non_blocking());
+        }
+    }
+
     /// The first error the sink met, if any.
     pub fn error(&self) -> Option<SinkError> {
         self.first_error.lock().unwrap().clone()
