@@ -39,6 +39,10 @@ pub trait DispatcherBackend: Send {
     fn inject_sink_error(&mut self, _cf: &str) -> bool {
         false
     }
+    /// The tables the changefeed's manager hosts (none in the simulator).
+    fn tables(&self, _cf: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 pub struct DispatcherOrchestrator {
@@ -126,6 +130,7 @@ impl DispatcherOrchestrator {
                 self.send(
                     from,
                     Message::BootstrapResponse {
+                        tables: self.backend.tables(&changefeed),
                         changefeed,
                         epoch,
                         checkpoint_ts: wm,

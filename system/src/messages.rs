@@ -91,6 +91,8 @@ pub enum Message {
         changefeed: ChangefeedId,
         epoch: u64,
         checkpoint_ts: u64,
+        /// The tables the node's dispatcher manager hosts now.
+        tables: Vec<String>,
     },
     CloseResponse {
         changefeed: ChangefeedId,

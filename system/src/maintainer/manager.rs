@@ -151,9 +151,19 @@ impl MaintainerManager {
                 changefeed,
                 epoch,
                 checkpoint_ts,
+                tables,
             } => {
+                let alive = self.alive.clone();
                 if let Some(m) = self.maintainers.get_mut(&changefeed) {
-                    m.on_bootstrap_response(profile, from, epoch, checkpoint_ts);
+                    let out = m.on_bootstrap_response(
+                        profile,
+                        from,
+                        epoch,
+                        checkpoint_ts,
+                        tables,
+                        &alive,
+                    );
+                    self.send_all(out);
                 }
             }
             Message::CloseResponse {

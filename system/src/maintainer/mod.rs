@@ -46,6 +46,9 @@ pub struct Maintainer {
     /// Tables per node (the span scheduling); empty tables = every node hosts.
     pub assignment: BTreeMap<NodeId, Vec<String>>,
     bootstrap_pending: BTreeSet<NodeId>,
+    /// Nodes asked to host more tables whose answer is awaited; their
+    /// heartbeats are not trusted until then.
+    awaiting: BTreeSet<NodeId>,
     bootstrap_last_sent_ms: u64,
     /// Watermarks of the nodes hosting dispatchers (all bootstrapped nodes).
     watermarks: BTreeMap<NodeId, Option<u64>>,
@@ -77,6 +80,7 @@ impl Maintainer {
             checkpoint_ts,
             since_ms: now,
             bootstrap_pending: BTreeSet::new(),
+            awaiting: BTreeSet::new(),
             bootstrap_last_sent_ms: 0,
             watermarks: BTreeMap::new(),
             removing: None,
@@ -98,9 +102,7 @@ impl Maintainer {
         self.config.tables.is_empty() || self.assignment.get(node).is_some_and(|t| !t.is_empty())
     }
 
-    /// Moves the tables of departed nodes to the alive host with the fewest
-    /// and asks it to host them (a bootstrap request for an existing
-    /// dispatcher manager adds the missing tables).
+    /// Tables of departed nodes are scheduled again on the survivors.
     fn reassign_orphans(&mut self, alive: &BTreeSet<NodeId>) -> Out {
         let gone: Vec<NodeId> = self
             .assignment
@@ -108,29 +110,17 @@ impl Maintainer {
             .filter(|n| !alive.contains(*n))
             .cloned()
             .collect();
-        let mut out = Vec::new();
-        for g in gone {
-            let orphans = self.assignment.remove(&g).unwrap_or_default();
-            if orphans.is_empty() {
-                continue;
-            }
-            for n in alive {
-                self.assignment.entry(n.clone()).or_default();
-            }
-            let Some(target) = self
-                .assignment
-                .iter()
-                .min_by_key(|(n, t)| (t.len(), (*n).clone()))
-                .map(|(n, _)| n.clone())
-            else {
-                continue;
-            };
-            self.assignment.get_mut(&target).unwrap().extend(orphans);
-            self.watermarks.insert(target.clone(), None);
-            tracing::info!(changefeed = %self.changefeed, from = %g, to = %target, "tables of a departed node rescheduled");
-            out.extend(self.bootstrap_requests(&[target].into()));
+        if gone.is_empty() {
+            return vec![];
         }
-        out
+        for g in &gone {
+            let orphans = self.assignment.remove(g).unwrap_or_default();
+            self.awaiting.remove(g);
+            if !orphans.is_empty() {
+                tracing::info!(changefeed = %self.changefeed, node = %g, tables = ?orphans, "rescheduling the tables of a departed node");
+            }
+        }
+        self.schedule_missing(alive)
     }
 
     pub fn status(&self) -> MaintainerStatus {
@@ -146,17 +136,9 @@ impl Maintainer {
     }
 
     pub fn start_bootstrap(&mut self, now: u64, alive: &BTreeSet<NodeId>) -> Out {
-        // Spans (tables) round-robin over the nodes, in a stable order.
-        let nodes: Vec<&NodeId> = alive.iter().collect();
-        self.assignment = nodes.iter().map(|n| ((*n).clone(), Vec::new())).collect();
-        let mut tables = self.config.tables.clone();
-        tables.sort();
-        for (i, t) in tables.into_iter().enumerate() {
-            self.assignment
-                .get_mut(nodes[i % nodes.len()])
-                .unwrap()
-                .push(t);
-        }
+        // Ask every node for its manager first; tables are scheduled once
+        // all answered and existing placements are known.
+        self.assignment = BTreeMap::new();
         self.bootstrap_pending = alive.clone();
         self.bootstrap_last_sent_ms = now;
         self.bootstrap_requests(alive)
@@ -194,30 +176,82 @@ impl Maintainer {
             .collect()
     }
 
+    /// A bootstrap answer: the node's manager exists and hosts `tables`.
+    /// Once every node answered, tables nobody hosts are scheduled on the
+    /// least-loaded nodes (existing placements are kept, as TiCDC keeps the
+    /// spans its bootstrap responses report).
     pub fn on_bootstrap_response(
         &mut self,
         profile: Profile,
         from: &NodeId,
         epoch: u64,
         checkpoint_ts: u64,
-    ) {
+        tables: Vec<String>,
+        alive: &BTreeSet<NodeId>,
+    ) -> Out {
         if self.removal_only
             || self.removing.is_some()
             || (profile.epochs_checked() && epoch != self.epoch)
         {
-            return;
+            return vec![];
         }
-        if self.bootstrap_pending.remove(from) {
-            if self.hosts(from) {
-                self.watermarks
-                    .insert(from.clone(), Some(checkpoint_ts.max(self.checkpoint_ts)));
-            }
-            if self.bootstrap_pending.is_empty() && !self.bootstrap_done {
-                self.bootstrap_done = true;
-                self.status_changed = true;
-                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, "maintainer bootstrapped");
-            }
+        let answered = self.bootstrap_pending.remove(from) || self.awaiting.remove(from);
+        if !answered {
+            return vec![];
         }
+        self.assignment.insert(from.clone(), tables);
+        if self.hosts(from) {
+            self.watermarks
+                .insert(from.clone(), Some(checkpoint_ts.max(self.checkpoint_ts)));
+        }
+        let mut out = Vec::new();
+        if self.bootstrap_pending.is_empty() && !self.bootstrap_done {
+            out.extend(self.schedule_missing(alive));
+            self.bootstrap_done = true;
+            self.status_changed = true;
+            tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, assignment = ?self.assignment, "maintainer bootstrapped");
+        }
+        out
+    }
+
+    /// Schedules every configured table that no node hosts on the node with
+    /// the fewest tables; the target's watermark is not trusted again until
+    /// it answers the request.
+    fn schedule_missing(&mut self, alive: &BTreeSet<NodeId>) -> Out {
+        let hosted: BTreeSet<&String> = self.assignment.values().flatten().collect();
+        let mut missing: Vec<String> = self
+            .config
+            .tables
+            .iter()
+            .filter(|t| !hosted.contains(t))
+            .cloned()
+            .collect();
+        missing.sort();
+        if missing.is_empty() {
+            return vec![];
+        }
+        for n in alive {
+            self.assignment.entry(n.clone()).or_default();
+        }
+        self.assignment.retain(|n, _| alive.contains(n));
+        let mut targets = BTreeSet::new();
+        for t in missing {
+            let Some(n) = self
+                .assignment
+                .iter()
+                .min_by_key(|(n, ts)| (ts.len(), (*n).clone()))
+                .map(|(n, _)| n.clone())
+            else {
+                break;
+            };
+            self.assignment.get_mut(&n).unwrap().push(t);
+            targets.insert(n);
+        }
+        for n in &targets {
+            self.watermarks.insert(n.clone(), None);
+            self.awaiting.insert(n.clone());
+        }
+        self.bootstrap_requests(&targets)
     }
 
     pub fn on_heartbeat(
@@ -233,6 +267,9 @@ impl Maintainer {
             || (profile.epochs_checked() && epoch != self.epoch)
         {
             return; // a maintainer that has not bootstrapped ignores heartbeats
+        }
+        if self.awaiting.contains(from) {
+            return; // asked to host more tables: wait for its answer first
         }
         if let Some(w) = self.watermarks.get_mut(from) {
             *w = Some(w.unwrap_or(0).max(watermark));

@@ -14,6 +14,9 @@ use crate::proto::TableName;
 struct Slot {
     manager: Option<Arc<DispatcherManager>>,
     start_ts: u64,
+    /// Tables being added and the ts they start from: the watermark may not
+    /// pass them until their dispatchers exist.
+    adding: std::collections::BTreeMap<String, u64>,
     tables: BTreeSet<String>,
     failed: Option<RunningError>,
     closing: bool,
@@ -121,7 +124,11 @@ impl RealBackend {
                 let Some(name) = parse_table(&t) else {
                     continue;
                 };
-                if let Err(e) = m.add_dispatcher(name, start_ts).await {
+                let r = m.add_dispatcher(name, start_ts).await;
+                if let Some(s) = slots.lock().unwrap().get_mut(&cf) {
+                    s.adding.remove(&t);
+                }
+                if let Err(e) = r {
                     if matches!(e, dm::ManagerError::DuplicateDispatcher { .. }) {
                         continue;
                     }
@@ -156,6 +163,8 @@ impl DispatcherBackend for RealBackend {
                 .cloned()
                 .collect();
             s.tables.extend(new.iter().cloned());
+            s.adding
+                .extend(new.iter().map(|t| (t.clone(), checkpoint_ts)));
             if let (Some(m), false) = (s.manager.clone(), new.is_empty()) {
                 Self::add_tables(
                     m,
@@ -174,6 +183,7 @@ impl DispatcherBackend for RealBackend {
             Slot {
                 manager: None,
                 start_ts: checkpoint_ts,
+                adding: tables.iter().map(|t| (t.clone(), checkpoint_ts)).collect(),
                 tables: tables.iter().cloned().collect(),
                 failed: None,
                 closing: false,
@@ -233,14 +243,14 @@ impl DispatcherBackend for RealBackend {
         if let Some(rx) = &mut s.errors {
             while rx.try_recv().is_ok() {}
         }
-        Some(
-            s.manager
-                .as_ref()
-                .and_then(|m| m.watermark())
-                .map(|w| w.checkpoint_ts)
-                .unwrap_or(s.start_ts)
-                .max(s.start_ts),
-        )
+        let wm = s
+            .manager
+            .as_ref()
+            .and_then(|m| m.watermark())
+            .map(|w| w.checkpoint_ts)
+            .unwrap_or(s.start_ts)
+            .max(s.start_ts);
+        Some(s.adding.values().fold(wm, |a, b| a.min(*b)))
     }
 
     fn error(&self, cf: &str) -> Option<RunningError> {
@@ -273,6 +283,15 @@ impl DispatcherBackend for RealBackend {
             slots.remove(cf);
         }
         done
+    }
+
+    fn tables(&self, cf: &str) -> Vec<String> {
+        self.slots
+            .lock()
+            .unwrap()
+            .get(cf)
+            .map(|s| s.tables.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn inject_sink_error(&mut self, cf: &str) -> bool {
