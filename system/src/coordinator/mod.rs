@@ -482,7 +482,18 @@ impl Coordinator {
     /// resolved (§3.6).
     pub fn on_membership(&mut self, now: u64, alive: BTreeSet<NodeId>) {
         let gone: Vec<NodeId> = self.alive.difference(&alive).cloned().collect();
+        let joined: Vec<NodeId> = alive.difference(&self.alive).cloned().collect();
         self.alive = alive;
+        // Nodes that join later are bootstrapped too, so their maintainer
+        // managers adopt this coordinator (and report what they host).
+        for n in joined {
+            self.send(
+                &n,
+                Message::CoordinatorBootstrapRequest {
+                    version: self.version,
+                },
+            );
+        }
         if let Some((_, waiting, _)) = &mut self.bootstrap {
             for g in &gone {
                 waiting.remove(g);

@@ -522,3 +522,12 @@ pub fn router(node: NodeHandle) -> Router {
         .route("/metrics", get(metrics))
         .with_state(api)
 }
+
+/// Serves a node's API on `listener` until the task is aborted.
+pub fn serve(listener: tokio::net::TcpListener, node: NodeHandle) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(node)).await {
+            tracing::error!(error = %e, "the HTTP API stopped");
+        }
+    })
+}
