@@ -263,9 +263,7 @@ impl Cluster {
         let run = RunId::new();
         let guard = RunGuard::new(run.clone());
         let network = docker::create_network(&docker, &run).await?;
-        let span = tracing::info_span!("cluster", run = %run);
-        let _e = span.enter();
-        tracing::info!(%network, "starting etcd, Toxiproxy and Kafka");
+        tracing::info!(run = %run, %network, "starting etcd, Toxiproxy and Kafka");
 
         let etcd_name = run.name("etcd");
         let toxi_name = run.name("toxiproxy");

@@ -151,7 +151,7 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
     .await;
     wait(
         "all nodes in every view, following the coordinator",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || {
             nodes
                 .iter()
@@ -221,6 +221,79 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
         .await
         .unwrap();
     assert_eq!(v["state"], "normal", "{v}");
+
+    // The warning path through a failpoint: one async send error, then
+    // warning, cascade stop, retry after the backoff, back to normal.
+    let r = http
+        .post(format!(
+            "http://{}/debug/failpoints/pkg/sink/kafka/KafkaSinkAsyncSendError",
+            other.http
+        ))
+        .body("1*return")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let unknown = http
+        .post(format!("http://{}/debug/failpoints/no/such", other.http))
+        .body("return")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let t0 = Instant::now();
+    let mut saw_warning = None;
+    loop {
+        let v: serde_json::Value = http
+            .get(format!("http://{}/api/v2/changefeeds/{CF}", other.http))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v["state"] == "warning" && saw_warning.is_none() {
+            assert_eq!(v["error"]["code"], "CDC:ErrKafkaAsyncSendMessage", "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed"),
+                "{v}"
+            );
+            saw_warning = Some(t0.elapsed());
+        }
+        if saw_warning.is_some() && v["state"] == "normal" {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "warning {saw_warning:?}, last state {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fps: serde_json::Value = http
+        .get(format!("http://{}/debug/failpoints", other.http))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hits = fps["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "pkg/sink/kafka/KafkaSinkAsyncSendError")
+        .unwrap()["hits"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(hits, 1, "the failpoint bit exactly once");
+    println!(
+        "warning path: warning after {:.1} s, normal again after {:.1} s",
+        saw_warning.unwrap().as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
 
     // Kill the coordinator.
     let (ci, version) = coordinator(&nodes).unwrap();

@@ -150,14 +150,18 @@ impl Dispatcher {
             resubscribes: 0,
         }));
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(run(
-            table,
-            start_ts,
-            upstream,
-            sink,
-            cfg,
-            status.clone(),
-            stopped,
+        let span = tracing::info_span!("dispatcher", table = %table_str(&table));
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            run(
+                table,
+                start_ts,
+                upstream,
+                sink,
+                cfg,
+                status.clone(),
+                stopped,
+            ),
+            span,
         ));
         Dispatcher { status, stop, task }
     }
@@ -192,8 +196,6 @@ async fn run(
     status: Arc<Mutex<DispatcherStatus>>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
-    let span = tracing::info_span!("dispatcher", table = %table_str(&table));
-    let _e = span.enter();
     let mut cp = CheckpointTracker::new(start_ts);
     let mut in_flight: FuturesUnordered<
         futures::future::BoxFuture<'static, (u64, Result<(), crate::sink::SinkError>)>,

@@ -142,6 +142,9 @@ impl DispatcherOrchestrator {
                 epoch,
                 removed: _,
             } => {
+                if crate::failpoint::hit(crate::failpoint::HOLD_CLOSE_ACK) {
+                    return; // the slow node: no answer
+                }
                 let Some(owner) = self.owners.get(&changefeed).cloned() else {
                     self.send(
                         from,

@@ -24,6 +24,7 @@ pub mod coordinator;
 pub mod dispatcher;
 pub mod dispatcher_manager;
 pub mod dispatcher_orchestrator;
+pub mod failpoint;
 pub mod maintainer;
 pub mod messages;
 pub mod node;

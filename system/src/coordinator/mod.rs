@@ -115,6 +115,11 @@ pub struct Coordinator {
     alive: BTreeSet<NodeId>,
     /// Nodes whose coordinator-bootstrap answer is awaited, with answers so far.
     bootstrap: Option<BootstrapState>,
+    /// Nodes greeted with a coordinator-bootstrap request that have not
+    /// answered; re-greeted every 500 ms (also after the bootstrap, for
+    /// nodes that join later), as TiCDC's bootstrapper does.
+    unanswered: BTreeSet<NodeId>,
+    last_greet_ms: u64,
     last_schedule_ms: u64,
     /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
     forced_placement: BTreeMap<ChangefeedId, NodeId>,
@@ -162,6 +167,8 @@ impl Coordinator {
             operators: BTreeMap::new(),
             alive: alive.clone(),
             bootstrap: Some((now, alive.clone(), Vec::new())),
+            unanswered: alive.clone(),
+            last_greet_ms: now,
             last_schedule_ms: 0,
             forced_placement: BTreeMap::new(),
             outbox: Vec::new(),
@@ -319,6 +326,7 @@ impl Coordinator {
             Message::CoordinatorBootstrapResponse { version, statuses }
                 if version == self.version =>
             {
+                self.unanswered.remove(from);
                 if let Some((_, waiting, answers)) = &mut self.bootstrap {
                     waiting.remove(from);
                     answers.extend(statuses.into_iter().map(|s| (from.clone(), s)));
@@ -418,7 +426,10 @@ impl Coordinator {
         if regressed && !profile.errors_survive_checkpoint_regression() {
             return; // F7: the whole report is dropped
         }
-        if !regressed && s.checkpoint_ts > c.info.checkpoint_ts {
+        if !regressed
+            && s.checkpoint_ts > c.info.checkpoint_ts
+            && !crate::failpoint::hit(crate::failpoint::DONT_UPDATE_CHECKPOINT)
+        {
             c.info.checkpoint_ts = s.checkpoint_ts;
             c.last_progress_ms = now;
             if c.info.state == FeedState::Warning && s.errors.is_empty() && s.bootstrap_done {
@@ -441,10 +452,17 @@ impl Coordinator {
     /// maintainer, and requeue with backoff; fail after `give_up_ms` without progress.
     fn on_error(&mut self, now: u64, cf: &str, err: RunningError) {
         let give_up = self.cfg.give_up_ms;
+        if crate::failpoint::hit(crate::failpoint::BLOCK_BEFORE_STOP) {
+            return; // the next report of the error tries again
+        }
         let c = self.feeds.get_mut(cf).unwrap();
         let Some(node) = c.bound_node().cloned() else {
             return;
         };
+        if crate::failpoint::hit(crate::failpoint::PLACE_RETRY_ON_PREVIOUS) {
+            self.forced_placement.insert(cf.into(), node.clone());
+        }
+        let c = self.feeds.get_mut(cf).unwrap();
         let epoch = c.info.epoch;
         c.info.error = Some(err.clone());
         if now.saturating_sub(c.last_progress_ms) > give_up {
@@ -487,6 +505,7 @@ impl Coordinator {
         // Nodes that join later are bootstrapped too, so their maintainer
         // managers adopt this coordinator (and report what they host).
         for n in joined {
+            self.unanswered.insert(n.clone());
             self.send(
                 &n,
                 Message::CoordinatorBootstrapRequest {
@@ -528,6 +547,14 @@ impl Coordinator {
     }
 
     pub fn tick(&mut self, now: u64) {
+        self.unanswered.retain(|n| self.alive.contains(n));
+        if !self.unanswered.is_empty() && now >= self.last_greet_ms + 500 {
+            self.last_greet_ms = now;
+            let version = self.version;
+            for n in self.unanswered.clone() {
+                self.send(&n, Message::CoordinatorBootstrapRequest { version });
+            }
+        }
         if let Some((started, _, _)) = &self.bootstrap {
             if now.saturating_sub(*started) >= self.cfg.bootstrap_timeout_ms {
                 self.try_finish_bootstrap(now, true);

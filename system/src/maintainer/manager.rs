@@ -109,6 +109,13 @@ impl MaintainerManager {
                     }
                 }
                 let mut m = Maintainer::new(&changefeed, epoch, checkpoint_ts, config, now);
+                if crate::failpoint::hit(crate::failpoint::NEW_CHANGEFEED_RETRY_ERROR) {
+                    m.errors.push(crate::messages::RunningError {
+                        node: self.node.clone(),
+                        code: "CDC:ErrMaintainerRetryable".into(),
+                        message: format!("[CDC:ErrMaintainerRetryable]maintainer of {changefeed} failed to initialise (failpoint {})", crate::failpoint::NEW_CHANGEFEED_RETRY_ERROR),
+                    });
+                }
                 let out = m.start_bootstrap(now, &self.alive);
                 tracing::info!(node = %self.node, changefeed = %changefeed, epoch, "maintainer created");
                 self.maintainers.insert(changefeed, m);

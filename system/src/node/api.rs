@@ -11,6 +11,7 @@
 //! | `POST /api/v2/owner/resign` | the coordinator resigns |
 //! | `GET /debug/node` | maintainers, dispatcher managers, coordinator view |
 //! | `POST /debug/failpoints/sink-async-send-error/{changefeed}` | fail this node's sink of a changefeed |
+//! | `GET /debug/failpoints`, `POST`/`DELETE /debug/failpoints/{name}` | failpoints: list with hits, set (body: actions), remove |
 //! | `GET /metrics` | Prometheus text |
 //!
 //! Changefeed requests to a node that is not the coordinator are forwarded
@@ -398,6 +399,32 @@ async fn fail_sink(State(api): State<Api>, Path(cf): Path<String>) -> Response {
     }
 }
 
+async fn failpoints() -> Response {
+    let items: Vec<serde_json::Value> = crate::failpoint::list()
+        .into_iter()
+        .zip(crate::failpoint::ALL)
+        .map(|((name, actions, hits), (_, what))| serde_json::json!({"name": name, "actions": actions, "hits": hits, "what": what}))
+        .collect();
+    Json(serde_json::json!({"items": items})).into_response()
+}
+
+/// `POST /debug/failpoints/<name>` with the actions as the body, e.g. `10%return`.
+async fn set_failpoint(Path(name): Path<String>, body: String) -> Response {
+    let name = name.trim_start_matches('/');
+    match crate::failpoint::configure(name, body.trim()) {
+        Ok(()) => Json(serde_json::json!({"name": name, "actions": body.trim()})).into_response(),
+        Err(e) if e.contains("unknown failpoint") => {
+            err(StatusCode::NOT_FOUND, "CDC:ErrUnknownFailpoint", e)
+        }
+        Err(e) => err(StatusCode::BAD_REQUEST, "CDC:ErrAPIInvalidParam", e),
+    }
+}
+
+async fn remove_failpoint(Path(name): Path<String>) -> Response {
+    crate::failpoint::remove(name.trim_start_matches('/'));
+    Json(serde_json::json!({"removed": name})).into_response()
+}
+
 async fn metrics(State(api): State<Api>) -> Response {
     use prometheus::{Encoder, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
     let s = api.node.snapshot.borrow().clone();
@@ -518,6 +545,11 @@ pub fn router(node: NodeHandle) -> Router {
         .route(
             "/debug/failpoints/sink-async-send-error/{changefeed}",
             post(fail_sink),
+        )
+        .route("/debug/failpoints", get(failpoints))
+        .route(
+            "/debug/failpoints/{*name}",
+            post(set_failpoint).delete(remove_failpoint),
         )
         .route("/metrics", get(metrics))
         .with_state(api)

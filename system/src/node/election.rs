@@ -31,6 +31,9 @@ pub async fn leader(client: &mut Client, root: &str) -> Result<Option<(NodeId, u
 pub async fn campaign(client: &mut Client, root: &str, node: &NodeId, lease: i64) -> Result<u64> {
     let key = owner_key(root);
     loop {
+        if crate::failpoint::hit(crate::failpoint::CAMPAIGN_ERROR) {
+            anyhow::bail!("campaign failed: etcdserver: mvcc: required revision has been compacted (failpoint)");
+        }
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
                 key.clone(),
@@ -75,6 +78,12 @@ pub async fn campaign(client: &mut Client, root: &str, node: &NodeId, lease: i64
 
 /// Gives up the coordinator role if this node holds it; `Ok(false)` if not.
 pub async fn resign(client: &mut Client, root: &str, node: &NodeId) -> Result<bool> {
+    if crate::failpoint::hit(crate::failpoint::RESIGN_FAILED) {
+        anyhow::bail!(
+            "resign failed (failpoint {})",
+            crate::failpoint::RESIGN_FAILED
+        );
+    }
     let key = owner_key(root);
     let txn = Txn::new()
         .when(vec![Compare::value(

@@ -117,6 +117,16 @@ impl MessageCenter {
         })
     }
 
+    /// Delivers `e` to this node's own inbox after `d` (a stale copy, for
+    /// failpoints that replay a message late).
+    pub fn deliver_after(&self, e: Envelope, d: Duration) {
+        let inbox = self.inbox.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            let _ = inbox.send(e).await;
+        });
+    }
+
     pub fn set_hook(&self, hook: Option<Hook>) {
         *self.hook.write().unwrap() = hook;
     }

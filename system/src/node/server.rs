@@ -248,6 +248,25 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         .await
         .with_context(|| format!("binding the message center on {}", cfg.listen))?;
     let (mc, mut inbox) = MessageCenter::new(id.clone(), 65_536);
+    {
+        use super::message_center::Verdict;
+        use crate::failpoint as fp;
+        let me = id.clone();
+        mc.set_hook(Some(Arc::new(move |e: &Envelope| {
+            if e.to == me {
+                return Verdict::Deliver;
+            }
+            if matches!(e.msg, Message::CloseRequest { .. }) {
+                if let Some(d) = fp::hit_ms(fp::DELAY_CLOSE_REQUEST) {
+                    return Verdict::Delay(d);
+                }
+            }
+            if fp::hit(fp::DROP_REMOTE_MESSAGE) {
+                return Verdict::Drop;
+            }
+            Verdict::Deliver
+        })));
+    }
     let server = mc.serve(listener);
     let (cmd_tx, mut commands) = mpsc::channel(64);
     let (elect_tx, mut elect_rx) = mpsc::channel(8);
@@ -305,138 +324,157 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
     };
     let mut etcd = client.clone();
 
-    let task = tokio::spawn(async move {
-        let span = tracing::info_span!("node", node = %id);
-        let _e = span.enter();
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let result: Result<()> = loop {
-            let now = now_ms();
-            tokio::select! {
-                Some(e) = inbox.recv() => {
-                    let Envelope { from, msg, .. } = e;
-                    match &msg {
-                        Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
-                            if let Some(c) = &mut coordinator { c.on_message(now, &from, msg); }
+    let span = tracing::info_span!("node", node = %id);
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let result: Result<()> = loop {
+                let now = now_ms();
+                tokio::select! {
+                    Some(e) = inbox.recv() => {
+                        if e.msg.is_cascade_remove() && e.from != id {
+                            if let Some(d) = crate::failpoint::hit_ms(crate::failpoint::DELAY_CASCADE_REMOVE) {
+                                tracing::warn!(changefeed = ?e.msg.changefeed(), delay_ms = d.as_millis() as u64, "failpoint: a copy of this cascade remove arrives again later");
+                                mc.deliver_after(e.clone(), d);
+                            }
                         }
-                        Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => orchestrator.on_message(now, &from, msg),
-                        _ => manager.on_message(now, &from, msg),
+                        let Envelope { from, msg, .. } = e;
+                        match &msg {
+                            Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
+                                if let Some(c) = &mut coordinator { c.on_message(now, &from, msg); }
+                            }
+                            Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => orchestrator.on_message(now, &from, msg),
+                            _ => manager.on_message(now, &from, msg),
+                        }
                     }
-                }
-                _ = tick.tick() => {
-                    if let Some(c) = &mut coordinator {
-                        c.tick(now);
-                        for f in c.persisted() {
-                            if written.get(&f.id) != Some(&f) {
-                                let key = feed_key(&cfg.root, &f.id);
-                                match etcd.put(key, serde_json::to_vec(&f).unwrap_or_default(), None).await {
-                                    Ok(_) => { written.insert(f.id.clone(), f); }
-                                    Err(e) => tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed"),
+                    _ = tick.tick() => {
+                        if crate::failpoint::hit(crate::failpoint::KAFKA_ASYNC_SEND_ERROR) {
+                            for cf in orchestrator.managers() {
+                                orchestrator.backend().inject_sink_error(&cf);
+                            }
+                        }
+                        if coordinator.is_some() && crate::failpoint::hit(crate::failpoint::COORDINATOR_RUN_ERROR) {
+                            tracing::error!("failpoint: the coordinator fails and gives up its office");
+                            coordinator = None;
+                            let (tx, _rx) = oneshot::channel();
+                            let _ = resign_tx.send(tx).await;
+                        }
+                        if let Some(c) = &mut coordinator {
+                            c.tick(now);
+                            for f in c.persisted() {
+                                if written.get(&f.id) != Some(&f) {
+                                    let key = feed_key(&cfg.root, &f.id);
+                                    match etcd.put(key, serde_json::to_vec(&f).unwrap_or_default(), None).await {
+                                        Ok(_) => { written.insert(f.id.clone(), f); }
+                                        Err(e) => tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed"),
+                                    }
                                 }
                             }
                         }
+                        manager.tick(now);
+                        orchestrator.tick(now);
+                        let captures = alive_rx.borrow().values().cloned().collect();
+                        let snap = NodeSnapshot {
+                            id: id.clone(),
+                            profile: cfg.profile,
+                            started_ms: started,
+                            now_ms: now,
+                            coordinator: manager.coordinator().cloned(),
+                            maintainers: manager.maintainers().cloned().collect(),
+                            dispatcher_managers: backend_views
+                                .views()
+                                .into_iter()
+                                .map(|v| {
+                                    let owner = orchestrator.owner(&v.changefeed).cloned();
+                                    DispatcherManagerView {
+                                        changefeed: v.changefeed,
+                                        owner: owner.as_ref().map(|o| o.0.clone()),
+                                        epoch: owner.map(|o| o.1),
+                                        tables: v.tables,
+                                        watermark: v.watermark,
+                                        error: v.error,
+                                    }
+                                })
+                                .collect(),
+                            coordinator_view: coordinator.as_ref().map(|c| CoordinatorView {
+                                node: c.node.clone(),
+                                version: c.version,
+                                bootstrapped: c.is_bootstrapped(),
+                                changefeeds: c.changefeeds().cloned().collect(),
+                                operators: c.operators().cloned().collect(),
+                            }),
+                            captures,
+                        };
+                        snap_tx.send_replace(snap);
                     }
-                    manager.tick(now);
-                    orchestrator.tick(now);
-                    let captures = alive_rx.borrow().values().cloned().collect();
-                    let snap = NodeSnapshot {
-                        id: id.clone(),
-                        profile: cfg.profile,
-                        started_ms: started,
-                        now_ms: now,
-                        coordinator: manager.coordinator().cloned(),
-                        maintainers: manager.maintainers().cloned().collect(),
-                        dispatcher_managers: backend_views
-                            .views()
-                            .into_iter()
-                            .map(|v| {
-                                let owner = orchestrator.owner(&v.changefeed).cloned();
-                                DispatcherManagerView {
-                                    changefeed: v.changefeed,
-                                    owner: owner.as_ref().map(|o| o.0.clone()),
-                                    epoch: owner.map(|o| o.1),
-                                    tables: v.tables,
-                                    watermark: v.watermark,
-                                    error: v.error,
+                    Ok(()) = alive_rx.changed() => {
+                        let m = alive_rx.borrow().clone();
+                        mc.set_peers(&m.iter().map(|(k, v)| (k.clone(), v.advertise_addr.clone())).collect());
+                        manager.on_membership(alive_ids(&m));
+                        if let Some(c) = &mut coordinator { c.on_membership(now, alive_ids(&m)); }
+                    }
+                    Some(ev) = elect_rx.recv() => match ev {
+                        ElectionEvent::Elected(version) => {
+                            match load_feeds(&mut etcd, &cfg.root).await {
+                                Ok(feeds) => {
+                                    written = feeds.iter().map(|f| (f.id.clone(), f.clone())).collect();
+                                    let alive = alive_ids(&alive_rx.borrow());
+                                    coordinator = Some(Coordinator::new(id.clone(), version, cfg.profile, cfg.coordinator.clone(), feeds, alive, now));
                                 }
-                            })
-                            .collect(),
-                        coordinator_view: coordinator.as_ref().map(|c| CoordinatorView {
-                            node: c.node.clone(),
-                            version: c.version,
-                            bootstrapped: c.is_bootstrapped(),
-                            changefeeds: c.changefeeds().cloned().collect(),
-                            operators: c.operators().cloned().collect(),
-                        }),
-                        captures,
-                    };
-                    snap_tx.send_replace(snap);
-                }
-                Ok(()) = alive_rx.changed() => {
-                    let m = alive_rx.borrow().clone();
-                    mc.set_peers(&m.iter().map(|(k, v)| (k.clone(), v.advertise_addr.clone())).collect());
-                    manager.on_membership(alive_ids(&m));
-                    if let Some(c) = &mut coordinator { c.on_membership(now, alive_ids(&m)); }
-                }
-                Some(ev) = elect_rx.recv() => match ev {
-                    ElectionEvent::Elected(version) => {
-                        match load_feeds(&mut etcd, &cfg.root).await {
-                            Ok(feeds) => {
-                                written = feeds.iter().map(|f| (f.id.clone(), f.clone())).collect();
-                                let alive = alive_ids(&alive_rx.borrow());
-                                coordinator = Some(Coordinator::new(id.clone(), version, cfg.profile, cfg.coordinator.clone(), feeds, alive, now));
-                            }
-                            Err(e) => tracing::error!(error = %e, "cannot load changefeeds; not taking office"),
-                        }
-                    }
-                    ElectionEvent::Deposed => coordinator = None,
-                },
-                Some(cmd) = commands.recv() => match cmd {
-                    Command::CreateChangefeed { id: cf, start_ts, config, reply } => {
-                        let r = match &mut coordinator { Some(c) => c.create_changefeed(now, &cf, start_ts, config), None => Err("this node is not the coordinator".into()) };
-                        let _ = reply.send(r);
-                    }
-                    Command::Pause { id: cf, reply } => {
-                        let r = match &mut coordinator { Some(c) => c.pause(now, &cf), None => Err("this node is not the coordinator".into()) };
-                        let _ = reply.send(r);
-                    }
-                    Command::Resume { id: cf, reply } => {
-                        let r = match &mut coordinator { Some(c) => c.resume(now, &cf), None => Err("this node is not the coordinator".into()) };
-                        let _ = reply.send(r);
-                    }
-                    Command::Resign { reply } => { let _ = resign_tx.send(reply).await; }
-                    Command::InjectSinkError { changefeed, reply } => { let _ = reply.send(orchestrator.backend().inject_sink_error(&changefeed)); }
-                    Command::Shutdown => {
-                        if let Some(m) = guard.membership.take() {
-                            if let Err(e) = m.leave().await {
-                                tracing::warn!(error = %e, "leaving the membership failed");
+                                Err(e) => tracing::error!(error = %e, "cannot load changefeeds; not taking office"),
                             }
                         }
-                        break Ok(());
-                    }
-                },
-                Ok(()) = session_lost.changed() => {
-                    if *session_lost.borrow() {
-                        break Err(anyhow::anyhow!("node {id}: the etcd session (capture lease) was lost"));
+                        ElectionEvent::Deposed => coordinator = None,
+                    },
+                    Some(cmd) = commands.recv() => match cmd {
+                        Command::CreateChangefeed { id: cf, start_ts, config, reply } => {
+                            let r = match &mut coordinator { Some(c) => c.create_changefeed(now, &cf, start_ts, config), None => Err("this node is not the coordinator".into()) };
+                            let _ = reply.send(r);
+                        }
+                        Command::Pause { id: cf, reply } => {
+                            let r = match &mut coordinator { Some(c) => c.pause(now, &cf), None => Err("this node is not the coordinator".into()) };
+                            let _ = reply.send(r);
+                        }
+                        Command::Resume { id: cf, reply } => {
+                            let r = match &mut coordinator { Some(c) => c.resume(now, &cf), None => Err("this node is not the coordinator".into()) };
+                            let _ = reply.send(r);
+                        }
+                        Command::Resign { reply } => { let _ = resign_tx.send(reply).await; }
+                        Command::InjectSinkError { changefeed, reply } => { let _ = reply.send(orchestrator.backend().inject_sink_error(&changefeed)); }
+                        Command::Shutdown => {
+                            if let Some(m) = guard.membership.take() {
+                                if let Err(e) = m.leave().await {
+                                    tracing::warn!(error = %e, "leaving the membership failed");
+                                }
+                            }
+                            break Ok(());
+                        }
+                    },
+                    Ok(()) = session_lost.changed() => {
+                        if *session_lost.borrow() {
+                            break Err(anyhow::anyhow!("node {id}: the etcd session (capture lease) was lost"));
+                        }
                     }
                 }
-            }
-            for e in manager
-                .take_outbox()
-                .into_iter()
-                .chain(orchestrator.take_outbox())
-                .chain(
-                    coordinator
-                        .as_mut()
-                        .map(|c| c.take_outbox())
-                        .unwrap_or_default(),
-                )
-            {
-                mc.send(e);
-            }
-        };
-        drop(guard);
-        result
-    });
+                for e in manager
+                    .take_outbox()
+                    .into_iter()
+                    .chain(orchestrator.take_outbox())
+                    .chain(
+                        coordinator
+                            .as_mut()
+                            .map(|c| c.take_outbox())
+                            .unwrap_or_default(),
+                    )
+                {
+                    mc.send(e);
+                }
+            };
+            drop(guard);
+            result
+        },
+        span,
+    ));
     Ok((handle, task))
 }
