@@ -277,7 +277,14 @@ async fn peer_sender(
                     None => return,
                     Some(e) => if frames.send(frame(&e)).await.is_err() { break },
                 },
-                _ = &mut call => break,
+                r = &mut call => {
+                    match r {
+                        Ok(Ok(_)) => tracing::info!(node = %me, peer = %peer, "message stream closed by the peer"),
+                        Ok(Err(status)) => tracing::info!(node = %me, peer = %peer, %status, "message stream failed"),
+                        Err(e) => tracing::info!(node = %me, peer = %peer, error = %e, "message stream task ended"),
+                    }
+                    break;
+                }
             }
         }
         call.abort();
