@@ -8,7 +8,7 @@ source images/versions.env
 profile_dir=${1:-target/debug}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 tag=$IMAGE_PREFIX/system:$version
-bins=(upstream)
+bins=(upstream cdc-server)
 ctx=.build/system-context
 for b in "${bins[@]}"; do
   [ -x "$profile_dir/$b" ] || { echo "build-system-image: $profile_dir/$b is missing: run cargo build --workspace first" >&2; exit 1; }

@@ -42,6 +42,9 @@ const TOXI_ETCD_LINK_BASE_PORT: u16 = 12379;
 const ETCD_CLIENT_PORT: u16 = 2379;
 const UPSTREAM_PORT: u16 = 7000;
 const TOXI_UPSTREAM_LINK_BASE_PORT: u16 = 17000;
+const TOXI_MSG_LINK_BASE_PORT: u16 = 13000;
+const NODE_MSG_PORT: u16 = 8300;
+const NODE_HTTP_PORT: u16 = 8301;
 
 /// Where the client of a link runs, which decides the address Kafka
 /// advertises for it.
@@ -88,6 +91,13 @@ pub struct ClusterSpec {
     pub upstream: bool,
     /// One upstream proxy per named client (network side).
     pub upstream_links: Vec<String>,
+    /// `cdc-server` containers `node-0`.. with every inbound link (etcd,
+    /// Kafka, upstream, message center) behind its own proxy.
+    pub nodes: usize,
+    /// The nodes' profile (`pre-fix`, `fix`, `hardened`).
+    pub node_profile: String,
+    /// Extra `CDC_*` settings for the nodes (timing overrides).
+    pub node_env: Vec<(String, String)>,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
 }
@@ -99,6 +109,9 @@ impl Default for ClusterSpec {
             etcd_links: Vec::new(),
             upstream: false,
             upstream_links: Vec::new(),
+            nodes: 0,
+            node_profile: "hardened".into(),
+            node_env: Vec::new(),
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -125,6 +138,7 @@ pub struct Cluster {
     pub toxiproxy: ContainerAsync<GenericImage>,
     pub kafka: ContainerAsync<GenericImage>,
     pub upstream: Option<ContainerAsync<GenericImage>>,
+    nodes: Vec<NodeContainer>,
     toxi: toxiproxy::Client,
     kafka_links: Vec<Link>,
     etcd_links: Vec<Link>,
@@ -134,6 +148,15 @@ pub struct Cluster {
     etcd_endpoint: String,
     // Dropped last: removes whatever the container handles left behind.
     guard: RunGuard,
+}
+
+/// A `cdc-server` container.
+pub struct NodeContainer {
+    /// `node-<i>`.
+    pub name: String,
+    pub container: ContainerAsync<GenericImage>,
+    /// Its HTTP API on the host, e.g. `http://127.0.0.1:40123`.
+    pub api: String,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -220,6 +243,26 @@ pub async fn log_tail(c: &ContainerAsync<GenericImage>, lines: usize) -> String 
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// A node is ready when its API answers `/api/v2/health`.
+async fn wait_node_ready(api: &str, timeout: Duration) -> Result<()> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let url = format!("{api}/api/v2/health");
+    wait_until("cdc-server /api/v2/health", timeout, || {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let r = http.get(&url).send().await?;
+            if r.status().is_success() {
+                Ok(())
+            } else {
+                bail!("health answered {}", r.status())
+            }
+        }
+    })
+    .await
+}
+
 /// The upstream is ready when its oracle hands out a timestamp.
 async fn wait_upstream_ready(endpoint: &str, timeout: Duration) -> Result<()> {
     use cdc_system::proto::upstream_client::UpstreamClient;
@@ -237,8 +280,23 @@ async fn wait_upstream_ready(endpoint: &str, timeout: Duration) -> Result<()> {
 impl Cluster {
     /// Starts etcd, Toxiproxy and Kafka for a new run and waits until each is
     /// really ready. Leftovers of earlier, dead runs are reaped first.
-    pub async fn start(spec: ClusterSpec) -> Result<Cluster> {
+    pub async fn start(mut spec: ClusterSpec) -> Result<Cluster> {
         let t0 = Instant::now();
+        if spec.nodes > 0 {
+            spec.upstream = true;
+            for i in 0..spec.nodes {
+                let n = format!("node-{i}");
+                if !spec.kafka_links.iter().any(|l| l.name == n) {
+                    spec.kafka_links.push(KafkaLinkSpec::network(&n));
+                }
+                if !spec.etcd_links.contains(&n) {
+                    spec.etcd_links.push(n.clone());
+                }
+                if !spec.upstream_links.contains(&n) {
+                    spec.upstream_links.push(n);
+                }
+            }
+        }
         let names: std::collections::BTreeSet<_> =
             spec.kafka_links.iter().map(|l| &l.name).collect();
         if names.len() != spec.kafka_links.len() {
@@ -353,6 +411,14 @@ impl Cluster {
             });
         }
         let upstream_host_port = free_port()?;
+        // Each node's inbound message-center link.
+        for i in 0..spec.nodes {
+            proxies.push(Proxy::new(
+                format!("msg-node-{i}"),
+                format!("0.0.0.0:{}", TOXI_MSG_LINK_BASE_PORT + i as u16),
+                format!("{}:{NODE_MSG_PORT}", run.name(&format!("node-{i}"))),
+            ));
+        }
 
         // etcd and Toxiproxy first (Kafka's advertised addresses point at the proxies).
         let etcd_req = request(images::etcd(), &run, &network, "etcd")
@@ -449,13 +515,14 @@ impl Cluster {
             (None, None)
         };
 
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             run,
             network,
             etcd,
             toxiproxy,
             kafka,
             upstream,
+            nodes: Vec::new(),
             toxi,
             kafka_links,
             etcd_links,
@@ -469,8 +536,13 @@ impl Cluster {
             let tail = log_tail(&cluster.kafka, 30).await;
             return Err(e.context(format!("Kafka log tail:\n{tail}")));
         }
+        for i in 0..spec.nodes {
+            let n = cluster.start_node_container(i, &spec).await?;
+            cluster.nodes.push(n);
+        }
         tracing::info!(
             elapsed_ms = t0.elapsed().as_millis() as u64,
+            nodes = spec.nodes,
             "cluster ready"
         );
         Ok(cluster)
@@ -517,6 +589,100 @@ impl Cluster {
             .await?;
         }
         Ok(())
+    }
+
+    async fn start_node_container(&self, i: usize, spec: &ClusterSpec) -> Result<NodeContainer> {
+        let name = format!("node-{i}");
+        let toxi = self.run.name("toxiproxy");
+        let link = |links: &[Link]| -> Result<String> {
+            links
+                .iter()
+                .find(|l| l.name == name)
+                .map(|l| l.address.clone())
+                .ok_or_else(|| anyhow!("no link for {name}"))
+        };
+        let host_port = free_port()?;
+        let container_name = self.run.name(&name);
+        let mut req = request(images::system(), &self.run, &self.network, &name)
+            .with_mapped_port(host_port, NODE_HTTP_PORT.tcp())
+            .with_cmd([
+                "cdc-server".to_string(),
+                format!("--etcd=http://{}", link(&self.etcd_links)?),
+                format!("--listen=0.0.0.0:{NODE_MSG_PORT}"),
+                format!("--advertise={toxi}:{}", TOXI_MSG_LINK_BASE_PORT + i as u16),
+                format!("--http-listen=0.0.0.0:{NODE_HTTP_PORT}"),
+                format!("--http-advertise={container_name}:{NODE_HTTP_PORT}"),
+                format!("--upstream=http://{}", link(&self.upstream_links)?),
+                format!("--kafka-override={}", link(&self.kafka_links)?),
+                format!("--profile={}", spec.node_profile),
+            ])
+            .with_startup_timeout(spec.startup_timeout);
+        for (k, v) in &spec.node_env {
+            req = req.with_env_var(k, v);
+        }
+        let container = req
+            .start()
+            .await
+            .with_context(|| format!("starting {name}"))?;
+        let api = format!("http://127.0.0.1:{host_port}");
+        if let Err(e) = wait_node_ready(&api, spec.startup_timeout).await {
+            return Err(e.context(format!(
+                "{name} log tail:\n{}",
+                log_tail(&container, 30).await
+            )));
+        }
+        Ok(NodeContainer {
+            name,
+            container,
+            api,
+        })
+    }
+
+    /// The `cdc-server` containers, `node-0` first.
+    pub fn nodes(&self) -> &[NodeContainer] {
+        &self.nodes
+    }
+
+    pub fn node(&self, i: usize) -> Result<&NodeContainer> {
+        self.nodes
+            .get(i)
+            .ok_or_else(|| anyhow!("no node-{i}; the cluster has {} node(s)", self.nodes.len()))
+    }
+
+    /// kill -9 of a node's process (its lease is not revoked).
+    pub async fn kill_node(&self, i: usize) -> Result<()> {
+        let n = self.node(i)?;
+        let docker = docker::connect()?;
+        docker
+            .kill_container(
+                n.container.id(),
+                Some(bollard::query_parameters::KillContainerOptions {
+                    signal: "SIGKILL".into(),
+                }),
+            )
+            .await
+            .with_context(|| format!("killing {}", n.name))
+    }
+
+    /// Starts a stopped or killed node again (a new process: a new node ID)
+    /// and waits for its API.
+    pub async fn start_node(&self, i: usize, timeout: Duration) -> Result<()> {
+        let n = self.node(i)?;
+        n.container
+            .start()
+            .await
+            .with_context(|| format!("starting {} again", n.name))?;
+        wait_node_ready(&n.api, timeout).await
+    }
+
+    /// A graceful restart: SIGTERM (the node leaves the membership), then start.
+    pub async fn restart_node(&self, i: usize, timeout: Duration) -> Result<()> {
+        let n = self.node(i)?;
+        n.container
+            .stop_with_timeout(Some(10))
+            .await
+            .with_context(|| format!("stopping {}", n.name))?;
+        self.start_node(i, timeout).await
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -601,9 +767,17 @@ impl Cluster {
             etcd,
             toxiproxy,
             kafka,
+            upstream,
+            nodes,
             guard,
             ..
         } = self;
+        for n in nodes {
+            let _ = n.container.rm().await;
+        }
+        if let Some(u) = upstream {
+            let _ = u.rm().await;
+        }
         let _ = toxiproxy.rm().await;
         let _ = kafka.rm().await;
         let _ = etcd.rm().await;
