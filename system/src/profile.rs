@@ -39,6 +39,12 @@ impl Profile {
         self != Profile::PreFix
     }
 
+    /// Move operator: the destination's report must say `BootstrapDone`
+    /// (TiCDC #4114); before, `Working` sufficed, as for the pre-fix add.
+    pub fn move_requires_bootstrap_done(self) -> bool {
+        self == Profile::Hardened
+    }
+
     /// Maintainer epochs are persisted (bumped before every new owner) and
     /// every receiver drops messages of another epoch (§6.3).
     pub fn epochs_checked(self) -> bool {

@@ -324,3 +324,83 @@ fn s5_stale_remove_reaches_the_new_maintainer_unless_hardened() {
     let hard = s5(Profile::Hardened);
     assert!(hard.converged(), "hardened drops it by epoch: {hard:?}");
 }
+
+fn replicating_on(s: &Sim, node: &str) -> bool {
+    matches!(&s.coordinator().changefeed(CF).unwrap().scheduling, Scheduling::Replicating { node: n } if *n == s.id(node))
+}
+
+#[test]
+fn move_hands_the_maintainer_over_under_every_profile() {
+    for p in Profile::ALL {
+        let mut s = Sim::new(SimConfig::new(p), &["K", "A", "B"]);
+        s.run_for(1_000);
+        let (a, b) = (s.id("A"), s.id("B"));
+        s.coordinator_mut().force_placement(CF, &a);
+        let now = s.now;
+        s.coordinator_mut()
+            .create_changefeed(now, CF, 0, Default::default())
+            .unwrap();
+        assert!(
+            s.run_until(10_000, |s| replicating_on(s, "A")
+                && s.broken_maintainer(CF).is_none()),
+            "{p}: start"
+        );
+        let now = s.now;
+        assert!(s
+            .coordinator_mut()
+            .move_changefeed(now, CF, &a)
+            .unwrap_err()
+            .contains("already runs"));
+        assert!(s
+            .coordinator_mut()
+            .move_changefeed(now, "nope", &b)
+            .unwrap_err()
+            .contains("not found"));
+        let epoch = s.coordinator().changefeed(CF).unwrap().info.epoch;
+        s.coordinator_mut().move_changefeed(now, CF, &b).unwrap();
+        let before = s.checkpoint(CF);
+        assert!(
+            s.run_until(10_000, |s| replicating_on(s, "B")
+                && s.broken_maintainer(CF).is_none()
+                && s.node("A").manager.maintainer(CF).is_none()),
+            "{p}: the move did not complete"
+        );
+        s.run_for(2_000);
+        assert!(
+            s.checkpoint(CF) > before,
+            "{p}: the checkpoint advances after the move"
+        );
+        assert_eq!(
+            s.coordinator().changefeed(CF).unwrap().info.epoch,
+            epoch + 1,
+            "{p}: one new epoch for the new owner"
+        );
+    }
+}
+
+#[test]
+fn remove_stops_and_forgets_the_changefeed() {
+    let mut s = Sim::new(SimConfig::new(Profile::Hardened), &["K", "A"]);
+    s.run_for(1_000);
+    let now = s.now;
+    s.coordinator_mut()
+        .create_changefeed(now, CF, 0, Default::default())
+        .unwrap();
+    s.run_for(5_000);
+    let now = s.now;
+    s.coordinator_mut().remove_changefeed(now, CF).unwrap();
+    assert!(
+        s.run_until(10_000, |s| s.coordinator().changefeed(CF).is_none()),
+        "removed"
+    );
+    assert!(
+        s.node("A").manager.maintainer(CF).is_none()
+            && s.node("K").manager.maintainer(CF).is_none()
+    );
+    let now = s.now;
+    assert!(s
+        .coordinator_mut()
+        .remove_changefeed(now, CF)
+        .unwrap_err()
+        .contains("not found"));
+}

@@ -55,6 +55,12 @@ struct Args {
     /// First retry backoff of a changefeed in warning, in ms.
     #[arg(long, env = "CDC_BACKOFF_INITIAL_MS", default_value_t = 10_000)]
     backoff_initial_ms: u64,
+    /// Cap of the retry backoff, in ms.
+    #[arg(long, env = "CDC_BACKOFF_MAX_MS", default_value_t = 600_000)]
+    backoff_max_ms: u64,
+    /// Fail a changefeed after this long in warning without progress, in ms.
+    #[arg(long, env = "CDC_GIVE_UP_MS", default_value_t = 1_800_000)]
+    give_up_ms: u64,
 }
 
 #[tokio::main]
@@ -79,6 +85,8 @@ async fn main() -> anyhow::Result<()> {
         removal_delay: Duration::from_secs(a.removal_delay_secs),
         coordinator: CoordinatorConfig {
             backoff_initial_ms: a.backoff_initial_ms,
+            backoff_max_ms: a.backoff_max_ms,
+            give_up_ms: a.give_up_ms,
             ..Default::default()
         },
     };

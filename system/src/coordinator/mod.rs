@@ -120,6 +120,8 @@ pub struct Coordinator {
     /// nodes that join later), as TiCDC's bootstrapper does.
     unanswered: BTreeSet<NodeId>,
     last_greet_ms: u64,
+    /// Changefeeds to forget once their stop operator is done.
+    removing: BTreeSet<ChangefeedId>,
     last_schedule_ms: u64,
     /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
     forced_placement: BTreeMap<ChangefeedId, NodeId>,
@@ -169,6 +171,7 @@ impl Coordinator {
             bootstrap: Some((now, alive.clone(), Vec::new())),
             unanswered: alive.clone(),
             last_greet_ms: now,
+            removing: BTreeSet::new(),
             last_schedule_ms: 0,
             forced_placement: BTreeMap::new(),
             outbox: Vec::new(),
@@ -298,6 +301,58 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Moves a replicating changefeed's maintainer to `dest` (TiCDC's
+    /// `MoveMaintainerOperator`).
+    pub fn move_changefeed(&mut self, now: u64, id: &str, dest: &str) -> Result<(), String> {
+        let c = self
+            .feeds
+            .get(id)
+            .ok_or_else(|| format!("changefeed {id} not found"))?;
+        let Scheduling::Replicating { node: origin } = &c.scheduling else {
+            return Err(format!(
+                "changefeed {id} is not replicating; only a replicating changefeed can move"
+            ));
+        };
+        if !self.alive.contains(dest) {
+            return Err(format!("node {dest} is not alive"));
+        }
+        if origin == dest {
+            return Err(format!("changefeed {id} already runs on {dest}"));
+        }
+        if self.operators.contains_key(id) {
+            return Err(format!(
+                "changefeed {id} has an operator in flight; retry later"
+            ));
+        }
+        let op = Operator::new(
+            id,
+            OpKind::Move {
+                origin: origin.clone(),
+                dest: dest.into(),
+                adding: false,
+            },
+            c.info.epoch,
+        );
+        self.operators.insert(id.into(), op);
+        self.log(
+            now,
+            format!("move maintainer operator for {id}: {origin} -> {dest}"),
+        );
+        Ok(())
+    }
+
+    /// Removes a changefeed: stops it (cascade) and forgets it once stopped.
+    pub fn remove_changefeed(&mut self, now: u64, id: &str) -> Result<(), String> {
+        if !self.feeds.contains_key(id) {
+            return Err(format!("changefeed {id} not found"));
+        }
+        if self.feeds[id].info.state != FeedState::Stopped {
+            self.pause(now, id)?;
+        }
+        self.removing.insert(id.into());
+        Ok(())
+    }
+
     /// Resume a paused or failed changefeed.
     pub fn resume(&mut self, now: u64, id: &str) -> Result<(), String> {
         let c = self
@@ -399,17 +454,37 @@ impl Coordinator {
     fn on_status(&mut self, now: u64, from: &NodeId, s: MaintainerStatus) {
         // 1. Operators see every status first (TiCDC: UpdateOperatorStatus).
         let cf = s.changefeed.clone();
-        let finished = match self.operators.get(&cf) {
-            Some(op) => op.check(self.profile, from, &s),
-            None => false,
+        let progress = match self.operators.get(&cf) {
+            Some(op) => op.progress(self.profile, from, &s),
+            None => operator::Progress::Pending,
         };
-        if finished {
-            let op = self.operators.remove(&cf).unwrap();
-            let msg = op.post_finish_message(from, &s);
-            if let (OpKind::Add { dest }, Some(c)) = (&op.kind, self.feeds.get_mut(&cf)) {
-                c.scheduling = Scheduling::Replicating { node: dest.clone() };
+        match progress {
+            operator::Progress::Pending => {}
+            operator::Progress::NextPhase => {
+                // The origin stopped: bump (and persist) the epoch, then add on dest.
+                let c = self.feeds.get_mut(&cf).unwrap();
+                c.info.epoch += 1;
+                let epoch = c.info.epoch;
+                let op = self.operators.get_mut(&cf).unwrap();
+                if let OpKind::Move { dest, adding, .. } = &mut op.kind {
+                    *adding = true;
+                    c.scheduling = Scheduling::Scheduling { node: dest.clone() };
+                }
+                op.epoch = epoch;
+                op.last_sent_ms = None;
+                let m = format!("MoveMaintainerOperator for {cf}: origin {from} stopped, adding on the destination (epoch {epoch})");
+                self.log(now, m);
             }
-            self.log(now, msg);
+            operator::Progress::Finished => {
+                let op = self.operators.remove(&cf).unwrap();
+                let msg = op.post_finish_message(from, &s);
+                if let (OpKind::Add { dest } | OpKind::Move { dest, .. }, Some(c)) =
+                    (&op.kind, self.feeds.get_mut(&cf))
+                {
+                    c.scheduling = Scheduling::Replicating { node: dest.clone() };
+                }
+                self.log(now, msg);
+            }
         }
         // 2. The changefeed's own status (TiCDC: Changefeed.UpdateStatus).
         let profile = self.profile;
@@ -528,7 +603,9 @@ impl Coordinator {
                 .collect();
             for cf in ops {
                 let op = self.operators.remove(&cf).unwrap();
-                if let (OpKind::Add { .. }, Some(c)) = (&op.kind, self.feeds.get_mut(&cf)) {
+                if let (OpKind::Add { .. } | OpKind::Move { .. }, Some(c)) =
+                    (&op.kind, self.feeds.get_mut(&cf))
+                {
                     c.scheduling = Scheduling::Absent { retry_at_ms: now };
                 }
             }
@@ -560,6 +637,14 @@ impl Coordinator {
                 self.try_finish_bootstrap(now, true);
             } else {
                 return;
+            }
+        }
+        // Removed changefeeds are forgotten once nothing is in flight.
+        for id in self.removing.clone() {
+            if !self.operators.contains_key(&id) {
+                self.feeds.remove(&id);
+                self.removing.remove(&id);
+                self.log(now, format!("changefeed {id} removed"));
             }
         }
         // Operators re-send until Check flips them.

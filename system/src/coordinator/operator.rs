@@ -14,8 +14,29 @@ use crate::profile::Profile;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpKind {
-    Add { dest: NodeId },
-    Stop { node: NodeId, cascade: bool },
+    Add {
+        dest: NodeId,
+    },
+    Stop {
+        node: NodeId,
+        cascade: bool,
+    },
+    /// Phase 1 (`adding == false`): non-cascade remove on `origin` until it
+    /// reports non-Working; phase 2: add on `dest` with a new epoch.
+    Move {
+        origin: NodeId,
+        dest: NodeId,
+        adding: bool,
+    },
+}
+
+/// What a status does to an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Pending,
+    /// A move's origin stopped: the add phase begins.
+    NextPhase,
+    Finished,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +62,14 @@ impl Operator {
         match &self.kind {
             OpKind::Add { dest } => dest,
             OpKind::Stop { node, .. } => node,
+            OpKind::Move {
+                origin,
+                adding: false,
+                ..
+            } => origin,
+            OpKind::Move {
+                dest, adding: true, ..
+            } => dest,
         }
     }
 
@@ -48,17 +77,23 @@ impl Operator {
         match self.kind {
             OpKind::Add { .. } => "AddMaintainerOperator",
             OpKind::Stop { .. } => "StopChangefeedOperator",
+            OpKind::Move { .. } => "MoveMaintainerOperator",
         }
     }
 
     /// The command this operator (re-)sends.
     pub fn message(&self, checkpoint_ts: u64, config: &ChangefeedConfig) -> Message {
         match &self.kind {
-            OpKind::Add { .. } => Message::AddMaintainer {
+            OpKind::Add { .. } | OpKind::Move { adding: true, .. } => Message::AddMaintainer {
                 changefeed: self.changefeed.clone(),
                 epoch: self.epoch,
                 checkpoint_ts,
                 config: config.clone(),
+            },
+            OpKind::Move { adding: false, .. } => Message::RemoveMaintainer {
+                changefeed: self.changefeed.clone(),
+                epoch: self.epoch,
+                cascade: false,
             },
             OpKind::Stop { cascade, .. } => Message::RemoveMaintainer {
                 changefeed: self.changefeed.clone(),
@@ -77,10 +112,36 @@ impl Operator {
                     && (!profile.add_requires_bootstrap_done() || s.bootstrap_done)
                     && (!profile.epochs_checked() || s.epoch == self.epoch)
             }
+            OpKind::Move {
+                origin,
+                adding: false,
+                ..
+            } => {
+                from == origin
+                    && s.state != ComponentState::Working
+                    && (!profile.epochs_checked() || s.epoch == self.epoch)
+            }
+            OpKind::Move {
+                dest, adding: true, ..
+            } => {
+                from == dest
+                    && s.state == ComponentState::Working
+                    && (!profile.move_requires_bootstrap_done() || s.bootstrap_done)
+                    && (!profile.epochs_checked() || s.epoch == self.epoch)
+            }
             OpKind::Stop { node, .. } => {
                 s.state != ComponentState::Working
                     && (!profile.stop_requires_target() || (from == node && s.epoch == self.epoch))
             }
+        }
+    }
+
+    /// How status `s` from `from` advances this operator.
+    pub fn progress(&self, profile: Profile, from: &NodeId, s: &MaintainerStatus) -> Progress {
+        match (self.check(profile, from, s), &self.kind) {
+            (false, _) => Progress::Pending,
+            (true, OpKind::Move { adding: false, .. }) => Progress::NextPhase,
+            (true, _) => Progress::Finished,
         }
     }
 

@@ -6,6 +6,8 @@
 //! | `POST /api/v2/changefeeds` | create `{changefeed_id, sink_uri, tables, start_ts?}` |
 //! | `GET /api/v2/changefeeds`, `GET /api/v2/changefeeds/{id}` | `state`, `checkpoint_tso`, `error` |
 //! | `POST /api/v2/changefeeds/{id}/pause`, `.../resume` | |
+//! | `DELETE /api/v2/changefeeds/{id}` | remove (stop, then forget) |
+//! | `POST /api/v2/changefeeds/{id}/move` | move the maintainer `{target_node}` |
 //! | `GET /api/v2/captures` | alive nodes, which is coordinator |
 //! | `GET /api/v2/health` | liveness |
 //! | `POST /api/v2/owner/resign` | the coordinator resigns |
@@ -357,6 +359,86 @@ async fn resume(State(api): State<Api>, Path(id): Path<String>) -> Response {
     pause_resume(api, id, false).await
 }
 
+async fn remove(State(api): State<Api>, Path(id): Path<String>) -> Response {
+    match api.coordinator_http() {
+        Err(r) => r,
+        Ok(Some(addr)) => {
+            api.forward(
+                &addr,
+                reqwest::Method::DELETE,
+                &format!("/api/v2/changefeeds/{id}"),
+                None,
+            )
+            .await
+        }
+        Ok(None) => match api
+            .command(|reply| Command::Remove {
+                id: id.clone(),
+                reply,
+            })
+            .await
+        {
+            Err(r) => r,
+            Ok(Ok(())) => Json(serde_json::json!({})).into_response(),
+            Ok(Err(e)) if e.contains("not found") => {
+                err(StatusCode::NOT_FOUND, "CDC:ErrChangeFeedNotExists", e)
+            }
+            Ok(Err(e)) => err(StatusCode::BAD_REQUEST, "CDC:ErrAPIInvalidParam", e),
+        },
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoveRequest {
+    target_node: String,
+}
+
+/// `POST /api/v2/changefeeds/{id}/move` `{"target_node": "<node id>"}`.
+async fn move_cf(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let req: MoveRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return err(
+                StatusCode::BAD_REQUEST,
+                "CDC:ErrAPIInvalidParam",
+                format!("invalid move request: {e}; expected {{\"target_node\": \"<node id>\"}}"),
+            )
+        }
+    };
+    match api.coordinator_http() {
+        Err(r) => r,
+        Ok(Some(addr)) => {
+            api.forward(
+                &addr,
+                reqwest::Method::POST,
+                &format!("/api/v2/changefeeds/{id}/move"),
+                serde_json::from_slice(&body).ok(),
+            )
+            .await
+        }
+        Ok(None) => match api
+            .command(|reply| Command::Move {
+                id: id.clone(),
+                target: req.target_node.clone(),
+                reply,
+            })
+            .await
+        {
+            Err(r) => r,
+            Ok(Ok(())) => Json(serde_json::json!({"moving_to": req.target_node})).into_response(),
+            Ok(Err(e)) if e.contains("not found") => {
+                err(StatusCode::NOT_FOUND, "CDC:ErrChangeFeedNotExists", e)
+            }
+            Ok(Err(e)) => err(StatusCode::BAD_REQUEST, "CDC:ErrAPIInvalidParam", e),
+        },
+    }
+}
+
 async fn captures(State(api): State<Api>) -> Response {
     let s = api.node.snapshot.borrow();
     let coord = s.coordinator.as_ref().map(|c| c.0.clone());
@@ -535,7 +617,8 @@ pub fn router(node: NodeHandle) -> Router {
     };
     Router::new()
         .route("/api/v2/changefeeds", post(create).get(list))
-        .route("/api/v2/changefeeds/{id}", get(get_one))
+        .route("/api/v2/changefeeds/{id}", get(get_one).delete(remove))
+        .route("/api/v2/changefeeds/{id}/move", post(move_cf))
         .route("/api/v2/changefeeds/{id}/pause", post(pause))
         .route("/api/v2/changefeeds/{id}/resume", post(resume))
         .route("/api/v2/captures", get(captures))

@@ -67,6 +67,15 @@ pub enum Command {
         id: String,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    Remove {
+        id: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Move {
+        id: String,
+        target: NodeId,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     Resign {
         reply: oneshot::Sender<Result<bool, String>>,
     },
@@ -371,6 +380,13 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                                     }
                                 }
                             }
+                            let live: std::collections::BTreeSet<String> = c.persisted().into_iter().map(|f| f.id).collect();
+                            for gone in written.keys().filter(|k| !live.contains(*k)).cloned().collect::<Vec<_>>() {
+                                match etcd.delete(feed_key(&cfg.root, &gone), None).await {
+                                    Ok(_) => { written.remove(&gone); }
+                                    Err(e) => tracing::warn!(error = %e, changefeed = %gone, "deleting the changefeed failed"),
+                                }
+                            }
                         }
                         manager.tick(now);
                         orchestrator.tick(now);
@@ -440,6 +456,14 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                             let r = match &mut coordinator { Some(c) => c.resume(now, &cf), None => Err("this node is not the coordinator".into()) };
                             let _ = reply.send(r);
                         }
+                        Command::Remove { id: cf, reply } => {
+                        let r = match &mut coordinator { Some(c) => c.remove_changefeed(now, &cf), None => Err("this node is not the coordinator".into()) };
+                        let _ = reply.send(r);
+                    }
+                        Command::Move { id: cf, target, reply } => {
+                        let r = match &mut coordinator { Some(c) => c.move_changefeed(now, &cf, &target), None => Err("this node is not the coordinator".into()) };
+                        let _ = reply.send(r);
+                    }
                         Command::Resign { reply } => { let _ = resign_tx.send(reply).await; }
                         Command::InjectSinkError { changefeed, reply } => { let _ = reply.send(orchestrator.backend().inject_sink_error(&changefeed)); }
                         Command::Shutdown => {
