@@ -286,3 +286,18 @@ fn chaos_check_exits_with_the_verdict() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema_version 42"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn scenario_failpoints_are_exactly_the_ones_the_system_evaluates() {
+    let mut known: Vec<&str> = harness::scenario::KNOWN_FAILPOINTS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
+    let mut system: Vec<&str> = cdc_system::failpoint::ALL.iter().map(|(n, _)| *n).collect();
+    known.sort();
+    system.sort();
+    assert_eq!(
+        known, system,
+        "scenario validation and cdc_system::failpoint must list the same failpoints"
+    );
+}

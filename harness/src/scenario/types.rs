@@ -691,7 +691,7 @@ pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
     ),
     (
         "cdc-chaos/DelayCascadeRemove",
-        "hold cascade RemoveMaintainerRequests to this node for the given ms (sleep(ms)) so one arrives after the maintainer was deleted",
+        "hold cascade RemoveMaintainerRequests to this node for the given ms (`return(<ms>)`) so one arrives after the maintainer was deleted",
     ),
     (
         "cdc-chaos/PlaceRetryOnPreviousNode",
@@ -699,7 +699,7 @@ pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
     ),
     (
         "cdc-chaos/DelayCloseRequest",
-        "hold one of this node's outgoing MaintainerCloseRequests for the given ms (sleep(ms)) so it lands on the next generation",
+        "hold one of this node's outgoing MaintainerCloseRequests for the given ms (`return(<ms>)`) so it lands on the next generation",
     ),
     (
         "cdc-chaos/HoldCloseAck",
