@@ -23,6 +23,8 @@ pub const DELAY_CASCADE_REMOVE: &str = "cdc-chaos/DelayCascadeRemove";
 pub const PLACE_RETRY_ON_PREVIOUS: &str = "cdc-chaos/PlaceRetryOnPreviousNode";
 pub const DELAY_CLOSE_REQUEST: &str = "cdc-chaos/DelayCloseRequest";
 pub const HOLD_CLOSE_ACK: &str = "cdc-chaos/HoldCloseAck";
+pub const DELAY_MESSAGE_TYPE: &str = "cdc-chaos/DelayMessageType";
+pub const DUPLICATE_MESSAGE_TYPE: &str = "cdc-chaos/DuplicateMessageType";
 
 /// Every failpoint this system evaluates, with what it does.
 pub const ALL: &[(&str, &str)] = &[
@@ -38,6 +40,8 @@ pub const ALL: &[(&str, &str)] = &[
     (PLACE_RETRY_ON_PREVIOUS, "the coordinator retries a changefeed in error on its previous maintainer's node"),
     (DELAY_CLOSE_REQUEST, "this node's outgoing MaintainerCloseRequests are delayed by `return(<ms>)`"),
     (HOLD_CLOSE_ACK, "this node's dispatcher managers do not answer close requests"),
+    (DELAY_MESSAGE_TYPE, "delay this node's outgoing messages of one type: `return(<MessageType>:<ms>)`"),
+    (DUPLICATE_MESSAGE_TYPE, "send this node's outgoing messages of one type twice: `return(<MessageType>)`"),
 ];
 
 fn hits_map() -> &'static Mutex<BTreeMap<String, u64>> {
@@ -66,6 +70,39 @@ pub fn hit_ms(name: &str) -> Option<Duration> {
     })?;
     record(name);
     Some(Duration::from_millis(d))
+}
+
+/// The delay a `return(<MessageType>:<ms>)` failpoint asks for `kind` now.
+pub fn hit_kind_ms(name: &str, kind: &str) -> Option<Duration> {
+    // Peek first: evaluating would spend a count on other message types.
+    let cfgd = fail::list().into_iter().find(|(n, _)| n == name)?.1;
+    if !cfgd.contains(&format!("({kind}:")) {
+        return None;
+    }
+    let d = fail::eval(name, |arg| {
+        arg.and_then(|a| {
+            a.split_once(':')
+                .and_then(|(_, ms)| ms.trim().parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+    })?;
+    record(name);
+    Some(Duration::from_millis(d))
+}
+
+/// Whether a `return(<MessageType>)` failpoint fires now for `kind`.
+pub fn hit_kind(name: &str, kind: &str) -> bool {
+    let Some((_, cfgd)) = fail::list().into_iter().find(|(n, _)| n == name) else {
+        return false;
+    };
+    if !cfgd.contains(&format!("({kind})")) {
+        return false;
+    }
+    let fired = fail::eval(name, |_| ()).is_some();
+    if fired {
+        record(name);
+    }
+    fired
 }
 
 /// Configures a failpoint; unknown names are refused with the known ones.
@@ -117,5 +154,34 @@ mod tests {
             .unwrap_err()
             .contains("unknown failpoint"));
         assert!(super::configure(name, "bogus(").is_err());
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    #[test]
+    fn message_type_failpoints_match_only_their_type() {
+        let name = super::DELAY_MESSAGE_TYPE;
+        super::configure(name, "1*return(RemoveMaintainerRequest:2500)").unwrap();
+        assert_eq!(
+            super::hit_kind_ms(name, "AddMaintainerRequest"),
+            None,
+            "another type spends nothing"
+        );
+        assert_eq!(
+            super::hit_kind_ms(name, "RemoveMaintainerRequest"),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(
+            super::hit_kind_ms(name, "RemoveMaintainerRequest"),
+            None,
+            "count 1"
+        );
+        super::remove(name);
+        let dup = super::DUPLICATE_MESSAGE_TYPE;
+        super::configure(dup, "return(MaintainerCloseRequest)").unwrap();
+        assert!(super::hit_kind(dup, "MaintainerCloseRequest"));
+        assert!(!super::hit_kind(dup, "HeartBeatRequest"));
+        super::remove(dup);
     }
 }

@@ -138,10 +138,40 @@ impl Message {
         }
     }
 
+    /// TiCDC's topic (reference §2.1): which component of the receiving
+    /// node handles the message.
+    pub fn topic(&self) -> Topic {
+        match self {
+            Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
+                Topic::Coordinator
+            }
+            Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => {
+                Topic::DispatcherManagerManager
+            }
+            Message::CloseResponse { .. } => Topic::Maintainer,
+            _ => Topic::MaintainerManager,
+        }
+    }
+
     /// Whether this is a cascade `RemoveMaintainerRequest`.
     pub fn is_cascade_remove(&self) -> bool {
         matches!(self, Message::RemoveMaintainer { cascade: true, .. })
     }
+}
+
+/// The receiving component of a message (TiCDC's messaging topics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Topic {
+    /// The coordinator: maintainer statuses, coordinator-bootstrap answers.
+    Coordinator,
+    /// The maintainer manager: add/remove, coordinator bootstrap, and the
+    /// dispatcher side's bootstrap answers and heartbeats.
+    MaintainerManager,
+    /// The maintainer's close responses.
+    Maintainer,
+    /// The dispatcher orchestrator: bootstrap and close requests.
+    DispatcherManagerManager,
 }
 
 /// A message with its route.

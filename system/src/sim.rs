@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};
 use crate::dispatcher_orchestrator::{DispatcherOrchestrator, SimBackend};
 use crate::maintainer::manager::MaintainerManager;
-use crate::messages::{Envelope, Message, NodeId};
+use crate::messages::{Envelope, Message, NodeId, Topic};
 use crate::profile::Profile;
 
 #[derive(Debug, Clone)]
@@ -393,16 +393,16 @@ impl Sim {
             return;
         };
         self.delivered += 1;
-        match &e.msg {
-            Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
+        match e.msg.topic() {
+            Topic::Coordinator => {
                 if let Some(c) = &mut n.coordinator {
                     c.on_message(now, &e.from, e.msg);
                 }
             }
-            Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => {
-                n.orchestrator.on_message(now, &e.from, e.msg)
+            Topic::DispatcherManagerManager => n.orchestrator.on_message(now, &e.from, e.msg),
+            Topic::MaintainerManager | Topic::Maintainer => {
+                n.manager.on_message(now, &e.from, e.msg)
             }
-            _ => n.manager.on_message(now, &e.from, e.msg),
         }
     }
 

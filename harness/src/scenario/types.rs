@@ -702,6 +702,14 @@ pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
         "hold one of this node's outgoing MaintainerCloseRequests for the given ms (`return(<ms>)`) so it lands on the next generation",
     ),
     (
+        "cdc-chaos/DelayMessageType",
+        "delay this node's outgoing control messages of one type: `return(<MessageType>:<ms>)`",
+    ),
+    (
+        "cdc-chaos/DuplicateMessageType",
+        "send this node's outgoing control messages of one type twice: `return(<MessageType>)`",
+    ),
+    (
         "cdc-chaos/HoldCloseAck",
         "this node's dispatcher manager holds its close ACK (the slow node of reference §4.2 step 4)",
     ),

@@ -27,7 +27,7 @@ use crate::coordinator::{Changefeed, Coordinator, CoordinatorConfig, PersistedFe
 use crate::dispatcher_orchestrator::DispatcherOrchestrator;
 use crate::maintainer::manager::MaintainerManager;
 use crate::maintainer::Maintainer;
-use crate::messages::{ChangefeedConfig, Envelope, Message, NodeId};
+use crate::messages::{ChangefeedConfig, Envelope, Message, NodeId, Topic};
 use crate::profile::Profile;
 
 #[derive(Debug, Clone)]
@@ -265,6 +265,12 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
             if e.to == me {
                 return Verdict::Deliver;
             }
+            if let Some(d) = fp::hit_kind_ms(fp::DELAY_MESSAGE_TYPE, e.msg.kind()) {
+                return Verdict::Delay(d);
+            }
+            if fp::hit_kind(fp::DUPLICATE_MESSAGE_TYPE, e.msg.kind()) {
+                return Verdict::Duplicate;
+            }
             if matches!(e.msg, Message::CloseRequest { .. }) {
                 if let Some(d) = fp::hit_ms(fp::DELAY_CLOSE_REQUEST) {
                     return Verdict::Delay(d);
@@ -349,13 +355,13 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                             }
                         }
                         let Envelope { from, msg, .. } = e;
-                        match &msg {
-                            Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {
+                        match msg.topic() {
+                        Topic::Coordinator => {
                                 if let Some(c) = &mut coordinator { c.on_message(now, &from, msg); }
                             }
-                            Message::BootstrapRequest { .. } | Message::CloseRequest { .. } => orchestrator.on_message(now, &from, msg),
-                            _ => manager.on_message(now, &from, msg),
-                        }
+                        Topic::DispatcherManagerManager => orchestrator.on_message(now, &from, msg),
+                        Topic::MaintainerManager | Topic::Maintainer => manager.on_message(now, &from, msg),
+                    }
                     }
                     _ = tick.tick() => {
                         if crate::failpoint::hit(crate::failpoint::KAFKA_ASYNC_SEND_ERROR) {
