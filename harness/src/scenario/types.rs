@@ -73,33 +73,9 @@ impl fmt::Display for Dur {
     }
 }
 
-/// A build of the system under test: the seed bug, its fix, or the fix plus
-/// the later hardening (epochs and receiver-side fencing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Profile {
-    PreFix,
-    Fix,
-    Hardened,
-}
-
-impl Profile {
-    pub const ALL: [Profile; 3] = [Profile::PreFix, Profile::Fix, Profile::Hardened];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Profile::PreFix => "pre-fix",
-            Profile::Fix => "fix",
-            Profile::Hardened => "hardened",
-        }
-    }
-}
-
-impl fmt::Display for Profile {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The system's one `Profile` type (pre-fix, fix, hardened); scenarios name
+/// it in `cluster.profiles` and `[expect]`.
+pub use cdc_system::profile::Profile;
 
 /// What a scenario expects the checkers to conclude under one profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
