@@ -10,7 +10,7 @@
 //! - [`smoke`]: the smoke scenario of the foundation;
 //! - [`verifier`]: joins Kafka with the upstream ground truth (no data loss);
 //! - [`scenario`]: scenario files (TOML): schema, parsing, validation;
-//! - [`run_model`]: the record of one run (`run.json`);
+//! - [`run_model`]: the record of one run (`run.json`), re-exported from `reports`;
 //! - [`checker`]: invariant checkers, pure functions of a run.
 
 pub mod checker;
@@ -18,11 +18,14 @@ pub mod cluster;
 pub mod docker;
 pub mod images;
 pub mod kafka;
-pub mod run_model;
 pub mod scenario;
 pub mod smoke;
 pub mod toxiproxy;
 pub mod verifier;
+
+/// The run model lives in the `reports` crate (which renders it without the
+/// harness); re-exported so `harness::run_model::...` paths keep working.
+pub use reports::run_model;
 
 /// Initialises `tracing` output once (RUST_LOG filters; default `info`).
 pub fn init_tracing() {

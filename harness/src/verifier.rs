@@ -18,6 +18,8 @@ use cdc_system::sink::canal_json;
 use cdc_system::upstream::{key_string, table_str, value_text};
 use serde::Serialize;
 
+use crate::run_model::{self, ChangeRef, DataFindings};
+
 pub type Image = BTreeMap<String, Option<String>>;
 
 /// One change as it appears in Kafka or in the ground truth.
@@ -325,6 +327,50 @@ pub async fn verify_live(
     Ok(verify(&kafka, &truth, checkpoint))
 }
 
+/// The run model's final data findings from the verifier's report
+/// (checkpoint audits are added by the observer). A free function because
+/// the run model lives in the `reports` crate, which does not know the verifier.
+pub fn data_findings(report: &Report) -> DataFindings {
+    let image = |i: &Option<Image>| {
+        i.as_ref()
+            .map(|i| serde_json::to_string(i).unwrap_or_default())
+    };
+    let mut f = DataFindings {
+        final_checkpoint_ts: report.checkpoint_ts,
+        ..Default::default()
+    };
+    for t in &report.tables {
+        let change = |key: &str, commit_ts| ChangeRef {
+            table: t.table.clone(),
+            key: key.to_string(),
+            commit_ts,
+        };
+        f.missing
+            .extend(t.missing.iter().map(|m| change(&m.key, m.commit_ts)));
+        f.unexpected
+            .extend(t.unexpected.iter().map(|m| change(&m.key, m.commit_ts)));
+        f.order_violations.extend(
+            t.order_violations
+                .iter()
+                .map(|o| run_model::OrderViolation {
+                    table: t.table.clone(),
+                    key: o.key.clone(),
+                    commit_ts: o.commit_ts,
+                    after_commit_ts: o.after_commit_ts,
+                }),
+        );
+        f.final_image_mismatches
+            .extend(t.image_mismatches.iter().map(|m| run_model::ImageMismatch {
+                table: t.table.clone(),
+                key: m.key.clone(),
+                expected: image(&m.expected),
+                found: image(&m.found),
+            }));
+        f.duplicates += t.duplicates as u64;
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,5 +505,43 @@ mod tests {
         );
         assert_eq!(k.image, t.image);
         assert!(Change::from_kafka(0, 0, b"not json").is_err());
+    }
+
+    #[test]
+    fn verifier_report_becomes_findings() {
+        use crate::run_model::ChangeRef;
+        let report = Report {
+            checkpoint_ts: 500,
+            tables: vec![TableReport {
+                table: "db.t1".into(),
+                missing: vec![Missing {
+                    key: "7".into(),
+                    commit_ts: 450,
+                    kind: "INSERT".into(),
+                }],
+                order_violations: vec![OrderViolation {
+                    key: "8".into(),
+                    commit_ts: 400,
+                    after_commit_ts: 420,
+                    partition: 0,
+                    offset: 9,
+                    detail: String::new(),
+                }],
+                duplicates: 3,
+                ..Default::default()
+            }],
+        };
+        let f = data_findings(&report);
+        assert_eq!(f.final_checkpoint_ts, 500);
+        assert_eq!(
+            f.missing,
+            vec![ChangeRef {
+                table: "db.t1".into(),
+                key: "7".into(),
+                commit_ts: 450
+            }]
+        );
+        assert_eq!(f.order_violations[0].after_commit_ts, 420);
+        assert_eq!(f.duplicates, 3);
     }
 }

@@ -1,5 +1,8 @@
 //! Reports of chaos runs.
 //!
-//! Owns the rendering of a run's `run.json` into one self-contained HTML page
-//! and a JUnit XML file. Filled in by the reports issue; the foundation only
-//! lays out the crate so the workspace has its final shape.
+//! Owns the record of a run ([`run_model`], what `run.json` holds) and its
+//! rendering into one self-contained HTML page ([`html`]) and a JUnit XML
+//! file ([`junit`]). Depends on no other crate of the workspace: the harness
+//! depends on this crate, and a recorded run is rendered from its file alone.
+
+pub mod run_model;

@@ -2,7 +2,7 @@
 //! `run.json`.
 //!
 //! Plain data, no behaviour: the observer writes it, the checkers
-//! (`crate::checker`) judge it, the reports render it, each from this file
+//! (`harness::checker`) judge it, the reports render it, each from this file
 //! alone. Times are milliseconds since the run started (`t_ms`), so a run
 //! reads the same wherever it is rendered; the wall-clock start is in
 //! [`RunMeta`]. Timestamps of changes (`commit_ts`, `checkpoint_ts`) are the
@@ -315,48 +315,6 @@ pub struct ImageMismatch {
     pub found: Option<String>,
 }
 
-impl DataFindings {
-    /// The final findings from the data verifier's report
-    /// ([`crate::verifier::verify`]); checkpoint audits are added by the observer.
-    pub fn from_verifier(report: &crate::verifier::Report) -> DataFindings {
-        let image = |i: &Option<crate::verifier::Image>| {
-            i.as_ref()
-                .map(|i| serde_json::to_string(i).unwrap_or_default())
-        };
-        let mut f = DataFindings {
-            final_checkpoint_ts: report.checkpoint_ts,
-            ..Default::default()
-        };
-        for t in &report.tables {
-            let change = |key: &str, commit_ts| ChangeRef {
-                table: t.table.clone(),
-                key: key.to_string(),
-                commit_ts,
-            };
-            f.missing
-                .extend(t.missing.iter().map(|m| change(&m.key, m.commit_ts)));
-            f.unexpected
-                .extend(t.unexpected.iter().map(|m| change(&m.key, m.commit_ts)));
-            f.order_violations
-                .extend(t.order_violations.iter().map(|o| OrderViolation {
-                    table: t.table.clone(),
-                    key: o.key.clone(),
-                    commit_ts: o.commit_ts,
-                    after_commit_ts: o.after_commit_ts,
-                }));
-            f.final_image_mismatches
-                .extend(t.image_mismatches.iter().map(|m| ImageMismatch {
-                    table: t.table.clone(),
-                    key: m.key.clone(),
-                    expected: image(&m.expected),
-                    found: image(&m.found),
-                }));
-            f.duplicates += t.duplicates as u64;
-        }
-        f
-    }
-}
-
 /// Whether a checkpoint observed at `t_ms` was honest: every upstream change
 /// at or below it was in Kafka at that time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -484,7 +442,7 @@ impl Run {
 mod tests {
     use super::*;
 
-    pub(crate) fn sample_run() -> Run {
+    fn sample_run() -> Run {
         let mut run = Run::new(
             "kafka-io-timeout",
             "fix",
@@ -584,44 +542,6 @@ mod tests {
         assert!(text.contains("\"kind\": \"toxic_active\""));
         assert!(text.contains("\"verdict\": \"PASS\""));
         assert_eq!(Run::from_json(&text).unwrap(), run);
-    }
-
-    #[test]
-    fn verifier_report_becomes_findings() {
-        use crate::verifier::{self, Missing, Report, TableReport};
-        let report = Report {
-            checkpoint_ts: 500,
-            tables: vec![TableReport {
-                table: "db.t1".into(),
-                missing: vec![Missing {
-                    key: "7".into(),
-                    commit_ts: 450,
-                    kind: "INSERT".into(),
-                }],
-                order_violations: vec![verifier::OrderViolation {
-                    key: "8".into(),
-                    commit_ts: 400,
-                    after_commit_ts: 420,
-                    partition: 0,
-                    offset: 9,
-                    detail: String::new(),
-                }],
-                duplicates: 3,
-                ..Default::default()
-            }],
-        };
-        let f = DataFindings::from_verifier(&report);
-        assert_eq!(f.final_checkpoint_ts, 500);
-        assert_eq!(
-            f.missing,
-            vec![ChangeRef {
-                table: "db.t1".into(),
-                key: "7".into(),
-                commit_ts: 450
-            }]
-        );
-        assert_eq!(f.order_violations[0].after_commit_ts, 420);
-        assert_eq!(f.duplicates, 3);
     }
 
     #[test]
