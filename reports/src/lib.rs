@@ -5,5 +5,7 @@
 //! file ([`junit`]). Depends on no other crate of the workspace: the harness
 //! depends on this crate, and a recorded run is rendered from its file alone.
 
+pub mod html;
 pub mod junit;
 pub mod run_model;
+pub mod timeline;

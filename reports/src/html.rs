@@ -1,0 +1,251 @@
+//! One self-contained HTML page for a set of runs: an index of scenarios
+//! with verdicts, then a section per run (metadata, steps, the SVG timeline,
+//! the checker table, data findings).
+//!
+//! The markup is `templates/report.html` (minijinja, auto-escaped); this
+//! module only builds the values it shows, and [`crate::timeline`] computes
+//! the SVG's coordinates. The page has inline CSS, no script and no external
+//! resource, so it opens from disk and as a CI artifact.
+
+use minijinja::{context, Environment};
+use serde::Serialize;
+
+use crate::run_model::{Run, Verdict};
+use crate::timeline::{self, Timeline};
+
+const TEMPLATE: &str = include_str!("../templates/report.html");
+const CSS: &str = include_str!("../templates/report.css");
+
+#[derive(Serialize)]
+struct RunView {
+    anchor: String,
+    scenario: String,
+    profile: String,
+    verdict: String,
+    verdict_class: String,
+    reason: String,
+    seed: u64,
+    git_revision: String,
+    started_at: String,
+    wall: String,
+    bounds: String,
+    images: Vec<(String, String)>,
+    steps: Vec<StepView>,
+    timeline: Timeline,
+    checks: Vec<CheckView>,
+    data: Option<DataView>,
+}
+
+#[derive(Serialize)]
+struct StepView {
+    index: usize,
+    id: String,
+    action: String,
+    detail: String,
+    target: String,
+    started_ms: u64,
+    ended_ms: u64,
+    outcome: String,
+}
+
+#[derive(Serialize)]
+struct CheckView {
+    anchor: String,
+    checker: String,
+    verdict: String,
+    verdict_class: String,
+    summary: String,
+    evidence: Vec<EvidenceView>,
+}
+
+#[derive(Serialize)]
+struct EvidenceView {
+    t_ms: Option<u64>,
+    message: String,
+    /// `#marker` on the timeline, for evidence of a non-passing checker.
+    href: Option<String>,
+}
+
+#[derive(Serialize)]
+struct DataView {
+    final_checkpoint_ts: u64,
+    duplicates: u64,
+    missing: Vec<MissingView>,
+    order_violations: usize,
+    image_mismatches: usize,
+    unexpected: usize,
+}
+
+#[derive(Serialize)]
+struct MissingView {
+    table: String,
+    key: String,
+    commit_ts: u64,
+    /// When the upstream had reached this commit ts (first sample at or past it).
+    t_ms: Option<u64>,
+    /// Faults holding at that time.
+    faults: String,
+}
+
+/// Renders the runs as one HTML page.
+pub fn render(runs: &[Run]) -> String {
+    let views: Vec<RunView> = runs.iter().enumerate().map(|(i, r)| view(i, r)).collect();
+    let overall = Verdict::combine(runs.iter().map(verdict_of));
+    let mut env = Environment::new();
+    env.add_template("report.html", TEMPLATE)
+        .expect("the embedded report template parses");
+    env.get_template("report.html")
+        .and_then(|t| {
+            t.render(context! {
+                css => CSS,
+                runs => views,
+                overall => overall.as_str(),
+                overall_class => overall.as_str().to_lowercase(),
+            })
+        })
+        .expect("the embedded report template renders")
+}
+
+/// The run's verdict: the recorded one, else ERROR for a harness error,
+/// else the checkers' combination.
+fn verdict_of(run: &Run) -> Verdict {
+    if run.meta.harness_error.is_some() {
+        return Verdict::Error;
+    }
+    run.verdict
+        .unwrap_or_else(|| Verdict::combine(run.checks.iter().map(|c| c.verdict)))
+}
+
+fn view(i: usize, run: &Run) -> RunView {
+    let m = &run.meta;
+    let verdict = verdict_of(run);
+    let reason = if let Some(e) = &m.harness_error {
+        format!("harness error: {e}")
+    } else {
+        let bad: Vec<String> = run
+            .checks
+            .iter()
+            .filter(|c| c.verdict != Verdict::Pass)
+            .map(|c| format!("{} {}: {}", c.checker, c.verdict, c.summary))
+            .collect();
+        if bad.is_empty() && run.checks.is_empty() {
+            "not judged (no checker results recorded)".into()
+        } else if bad.is_empty() {
+            "every checker passed".into()
+        } else {
+            bad.join("; ")
+        }
+    };
+    let checks = run
+        .checks
+        .iter()
+        .enumerate()
+        .map(|(ci, c)| CheckView {
+            anchor: format!("r{i}-check-{}", timeline::css_word(&c.checker)),
+            checker: c.checker.clone(),
+            verdict: c.verdict.to_string(),
+            verdict_class: c.verdict.as_str().to_lowercase(),
+            summary: c.summary.clone(),
+            evidence: c
+                .evidence
+                .iter()
+                .enumerate()
+                .map(|(ei, e)| EvidenceView {
+                    t_ms: e.t_ms,
+                    message: e.message.clone(),
+                    href: (c.verdict != Verdict::Pass && e.t_ms.is_some())
+                        .then(|| format!("#{}", timeline::marker_id(i, ci, ei))),
+                })
+                .collect(),
+        })
+        .collect();
+    RunView {
+        anchor: format!("run-{i}"),
+        scenario: m.scenario.clone(),
+        profile: m.profile.clone(),
+        verdict: verdict.to_string(),
+        verdict_class: verdict.as_str().to_lowercase(),
+        reason,
+        seed: m.seed,
+        git_revision: m.git_revision.clone(),
+        started_at: m.started_at.clone(),
+        wall: format!("{:.1} s", m.wall_ms as f64 / 1000.0),
+        bounds: format!(
+            "recover {} ms, maintainer bootstrap {} ms, removal-only {} ms",
+            run.bounds.recover_ms, run.bounds.maintainer_bootstrap_ms, run.bounds.removal_only_ms
+        ),
+        images: m
+            .images
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        steps: run
+            .steps
+            .iter()
+            .map(|s| StepView {
+                index: s.index,
+                id: s.id.clone().unwrap_or_default(),
+                action: s.action.clone(),
+                detail: s.detail.clone(),
+                target: s
+                    .target
+                    .as_ref()
+                    .map(|t| format!("{} → node {} ({})", t.spec, t.node, t.node_id))
+                    .unwrap_or_default(),
+                started_ms: s.started_ms,
+                ended_ms: s.ended_ms,
+                outcome: match &s.outcome {
+                    crate::run_model::StepOutcome::Done => "done".into(),
+                    crate::run_model::StepOutcome::TimedOut => "timed out".into(),
+                    crate::run_model::StepOutcome::Failed { message } => {
+                        format!("failed: {message}")
+                    }
+                    crate::run_model::StepOutcome::Skipped => "skipped".into(),
+                },
+            })
+            .collect(),
+        timeline: timeline::build(i, run),
+        checks,
+        data: run.data.as_ref().map(|d| DataView {
+            final_checkpoint_ts: d.final_checkpoint_ts,
+            duplicates: d.duplicates,
+            missing: d
+                .missing
+                .iter()
+                .map(|c| {
+                    let t_ms = run
+                        .samples
+                        .iter()
+                        .find(|s| {
+                            s.changefeeds
+                                .iter()
+                                .any(|cf| cf.upstream_commit_ts >= c.commit_ts)
+                        })
+                        .map(|s| s.t_ms);
+                    let faults = t_ms
+                        .map(|t| {
+                            run.faults
+                                .iter()
+                                .filter(|f| {
+                                    f.injected_ms <= t && f.healed_ms.is_none_or(|h| t <= h)
+                                })
+                                .map(|f| f.id.clone())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        })
+                        .unwrap_or_default();
+                    MissingView {
+                        table: c.table.clone(),
+                        key: c.key.clone(),
+                        commit_ts: c.commit_ts,
+                        t_ms,
+                        faults,
+                    }
+                })
+                .collect(),
+            order_violations: d.order_violations.len(),
+            image_mismatches: d.final_image_mismatches.len(),
+            unexpected: d.unexpected.len(),
+        }),
+    }
+}

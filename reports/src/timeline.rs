@@ -1,0 +1,438 @@
+//! The geometry of a run's SVG timeline, computed from the run model.
+//!
+//! Everything here is numbers and labels; the markup is the template's
+//! (`templates/report.html`). One time axis for every lane: fault windows
+//! shaded across all lanes, a state band per changefeed, the coordinator
+//! band, a maintainer band per node slot, the checkpoint-lag chart, and a
+//! marker (with an `id` the checker table links to) at every instant a
+//! non-passing checker gave as evidence.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::run_model::{Run, Sample, Verdict};
+
+/// Left margin for the lane labels, and the plot width, in SVG units.
+pub const LABEL_W: f64 = 190.0;
+pub const PLOT_W: f64 = 820.0;
+const TOP: f64 = 30.0;
+const LANE_H: f64 = 20.0;
+const LANE_GAP: f64 = 6.0;
+const CHART_H: f64 = 90.0;
+const AXIS_H: f64 = 26.0;
+
+/// Maps run time (ms) to x.
+#[derive(Debug, Clone, Copy)]
+pub struct Axis {
+    pub end_ms: u64,
+}
+
+impl Axis {
+    pub fn x(&self, t_ms: u64) -> f64 {
+        let t = t_ms.min(self.end_ms) as f64;
+        round(LABEL_W + PLOT_W * t / self.end_ms.max(1) as f64)
+    }
+}
+
+fn round(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+#[derive(Debug, Serialize)]
+pub struct Timeline {
+    pub width: f64,
+    pub height: f64,
+    pub plot_top: f64,
+    pub plot_bottom: f64,
+    pub faults: Vec<FaultRect>,
+    pub lanes: Vec<Lane>,
+    pub chart: Chart,
+    pub ticks: Vec<Tick>,
+    pub markers: Vec<Marker>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FaultRect {
+    pub id: String,
+    pub x: f64,
+    pub w: f64,
+    pub label: String,
+    pub title: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Lane {
+    pub label: String,
+    pub y: f64,
+    pub h: f64,
+    pub label_y: f64,
+    pub segments: Vec<Segment>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Segment {
+    pub x: f64,
+    pub w: f64,
+    pub text_x: f64,
+    pub text: String,
+    /// CSS class: the state (`state-normal`...) or `removal-only`,
+    /// `not-bootstrapped`, `unreachable`, `ok`.
+    pub class: String,
+    pub title: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Chart {
+    pub y: f64,
+    pub h: f64,
+    pub label: String,
+    pub max_label: String,
+    pub lines: Vec<Polyline>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Polyline {
+    pub changefeed: String,
+    /// `x,y x,y ...` for the `points` attribute.
+    pub points: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tick {
+    pub x: f64,
+    pub label: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Marker {
+    /// The anchor the checker table links to.
+    pub id: String,
+    pub x: f64,
+    pub t_ms: u64,
+    pub title: String,
+}
+
+/// The id of the marker of evidence `e` of check `c` in run `run_idx`.
+pub fn marker_id(run_idx: usize, c: usize, e: usize) -> String {
+    format!("r{run_idx}-ev{c}-{e}")
+}
+
+/// The end of the time axis: the last thing the run recorded.
+pub fn end_ms(run: &Run) -> u64 {
+    let mut end = run.samples.last().map_or(0, |s| s.t_ms);
+    for f in &run.faults {
+        end = end.max(f.healed_ms.unwrap_or(f.injected_ms));
+    }
+    for s in &run.steps {
+        end = end.max(s.ended_ms);
+    }
+    for c in &run.checks {
+        for e in &c.evidence {
+            end = end.max(e.t_ms.unwrap_or(0));
+        }
+    }
+    end.max(1)
+}
+
+pub fn build(run_idx: usize, run: &Run) -> Timeline {
+    let axis = Axis {
+        end_ms: end_ms(run),
+    };
+    let mut lanes = Vec::new();
+    let mut y = TOP;
+    let mut lane = |label: String, segments: Vec<Segment>| {
+        lanes.push(Lane {
+            label,
+            y,
+            h: LANE_H,
+            label_y: y + LANE_H * 0.7,
+            segments,
+        });
+        y += LANE_H + LANE_GAP;
+    };
+    for cf in &run.changefeeds {
+        lane(
+            format!("changefeed {cf}"),
+            segments(&axis, &run.samples, |s| {
+                s.changefeeds.iter().find(|c| &c.name == cf).map(|c| {
+                    let text = format!("{} / {}", c.state, c.scheduling);
+                    let class = format!("state-{}", css_word(&c.state));
+                    (
+                        text.clone(),
+                        class,
+                        format!("{cf}: {text}, epoch {}", c.epoch),
+                    )
+                })
+            }),
+        );
+    }
+    lane(
+        "coordinator".into(),
+        segments(&axis, &run.samples, |s| {
+            s.coordinator.as_ref().map(|c| {
+                let slot = s
+                    .nodes
+                    .iter()
+                    .find(|n| n.node_id.as_deref() == Some(c.node_id.as_str()))
+                    .map_or("?".to_string(), |n| n.node.to_string());
+                let text = format!("node {slot} ({}) v{}", c.node_id, c.version);
+                (
+                    text.clone(),
+                    "ok".to_string(),
+                    format!("coordinator {text}"),
+                )
+            })
+        }),
+    );
+    let slots: BTreeSet<u32> = run
+        .samples
+        .iter()
+        .flat_map(|s| s.nodes.iter().map(|n| n.node))
+        .collect();
+    for slot in slots {
+        lane(
+            format!("maintainers on node {slot}"),
+            segments(&axis, &run.samples, |s| {
+                let n = s.nodes.iter().find(|n| n.node == slot)?;
+                if !n.reachable {
+                    return Some((
+                        "unreachable".into(),
+                        "unreachable".into(),
+                        format!("node {slot} did not answer"),
+                    ));
+                }
+                if n.maintainers.is_empty() {
+                    return None;
+                }
+                let mut flags = Vec::new();
+                let parts: Vec<String> = n
+                    .maintainers
+                    .iter()
+                    .map(|m| {
+                        let mut p = format!("{} e{}", m.changefeed, m.epoch);
+                        if m.removal_only {
+                            p.push_str(" removal-only");
+                            flags.push("removal-only");
+                        }
+                        if !m.bootstrap_done {
+                            p.push_str(" not-bootstrapped");
+                            flags.push("not-bootstrapped");
+                        }
+                        p
+                    })
+                    .collect();
+                let class = flags.first().copied().unwrap_or("ok").to_string();
+                let text = parts.join(", ");
+                Some((text.clone(), class, format!("node {slot}: {text}")))
+            }),
+        );
+    }
+    let chart_y = y + 4.0;
+    let chart = chart(&axis, run, chart_y);
+    let plot_bottom = chart_y + CHART_H;
+    let faults = run
+        .faults
+        .iter()
+        .map(|f| {
+            let x = axis.x(f.injected_ms);
+            let x1 = axis.x(f.healed_ms.unwrap_or(axis.end_ms));
+            let target = f
+                .target
+                .as_ref()
+                .map(|t| format!(" → node {} ({})", t.node, t.node_id))
+                .unwrap_or_default();
+            let healed = f
+                .healed_ms
+                .map_or("never healed".to_string(), |h| format!("healed {h} ms"));
+            FaultRect {
+                id: format!("r{run_idx}-fault-{}", css_word(&f.id)),
+                x,
+                w: round((x1 - x).max(2.0)),
+                label: format!("{}{target}", f.id),
+                title: format!(
+                    "{} ({}){}: injected {} ms, {healed}",
+                    f.id,
+                    f.action,
+                    f.target
+                        .as_ref()
+                        .map(|t| format!(" on {}", t.spec))
+                        .unwrap_or_default(),
+                    f.injected_ms
+                ),
+            }
+        })
+        .collect();
+    let mut markers = Vec::new();
+    for (ci, c) in run.checks.iter().enumerate() {
+        if c.verdict == Verdict::Pass {
+            continue;
+        }
+        for (ei, e) in c.evidence.iter().enumerate() {
+            if let Some(t) = e.t_ms {
+                markers.push(Marker {
+                    id: marker_id(run_idx, ci, ei),
+                    x: axis.x(t),
+                    t_ms: t,
+                    title: format!("{} {} at {t} ms: {}", c.checker, c.verdict, e.message),
+                });
+            }
+        }
+    }
+    Timeline {
+        width: LABEL_W + PLOT_W + 20.0,
+        height: plot_bottom + AXIS_H,
+        plot_top: TOP,
+        plot_bottom,
+        faults,
+        lanes,
+        chart,
+        ticks: ticks(&axis),
+        markers,
+    }
+}
+
+/// Runs of equal `(text, class)` over consecutive samples; a sample holds
+/// until the next one (the last until the end of the axis).
+fn segments<F>(axis: &Axis, samples: &[Sample], f: F) -> Vec<Segment>
+where
+    F: Fn(&Sample) -> Option<(String, String, String)>,
+{
+    let mut out: Vec<Segment> = Vec::new();
+    let mut open: Option<(u64, (String, String, String))> = None;
+    let close = |out: &mut Vec<Segment>, start: u64, end: u64, v: (String, String, String)| {
+        let x = axis.x(start);
+        let w = round((axis.x(end) - x).max(1.0));
+        out.push(Segment {
+            x,
+            w,
+            text_x: round(x + 3.0),
+            // Only label segments wide enough to hold some text.
+            text: if w > 40.0 { v.0 } else { String::new() },
+            class: v.1,
+            title: format!("{start}–{end} ms: {}", v.2),
+        });
+    };
+    for s in samples {
+        let v = f(s);
+        let same = match (&open, &v) {
+            (Some((_, o)), Some(n)) => o.0 == n.0 && o.1 == n.1,
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            continue;
+        }
+        if let Some((start, o)) = open.take() {
+            close(&mut out, start, s.t_ms, o);
+        }
+        open = v.map(|v| (s.t_ms, v));
+    }
+    if let Some((start, o)) = open {
+        close(&mut out, start, axis.end_ms, o);
+    }
+    out
+}
+
+/// Checkpoint lag per changefeed: the recorded `lag_ms` when the observer
+/// filled it, else the distance between the newest upstream commit ts and
+/// the checkpoint ts (in commit-ts units).
+fn chart(axis: &Axis, run: &Run, y: f64) -> Chart {
+    let by_ms = run
+        .samples
+        .iter()
+        .any(|s| s.changefeeds.iter().any(|c| c.lag_ms > 0));
+    let lag = |c: &crate::run_model::ChangefeedObs| {
+        if by_ms {
+            c.lag_ms
+        } else {
+            c.upstream_commit_ts.saturating_sub(c.checkpoint_ts)
+        }
+    };
+    let max = run
+        .samples
+        .iter()
+        .flat_map(|s| s.changefeeds.iter().map(lag))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let lines = run
+        .changefeeds
+        .iter()
+        .map(|cf| {
+            let points: Vec<String> = run
+                .samples
+                .iter()
+                .filter_map(|s| {
+                    let c = s.changefeeds.iter().find(|c| &c.name == cf)?;
+                    let py = round(y + CHART_H - CHART_H * lag(c) as f64 / max as f64);
+                    Some(format!("{},{py}", axis.x(s.t_ms)))
+                })
+                .collect();
+            Polyline {
+                changefeed: cf.clone(),
+                points: points.join(" "),
+            }
+        })
+        .collect();
+    let unit = if by_ms { "ms" } else { "commit ts" };
+    Chart {
+        y,
+        h: CHART_H,
+        label: format!("checkpoint lag ({unit})"),
+        max_label: format!("{max}"),
+        lines,
+    }
+}
+
+/// About ten ticks at round seconds.
+fn ticks(axis: &Axis) -> Vec<Tick> {
+    let step_s = [1u64, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600]
+        .into_iter()
+        .find(|s| axis.end_ms / (s * 1000) <= 10)
+        .unwrap_or(3600);
+    (0..=axis.end_ms / (step_s * 1000))
+        .map(|i| {
+            let t = i * step_s * 1000;
+            Tick {
+                x: axis.x(t),
+                label: format!("{}s", t / 1000),
+            }
+        })
+        .collect()
+}
+
+/// A string usable in an `id` or a class name.
+pub fn css_word(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_maps_the_run_onto_the_plot() {
+        let a = Axis { end_ms: 40_000 };
+        assert_eq!(a.x(0), LABEL_W);
+        assert_eq!(a.x(40_000), LABEL_W + PLOT_W);
+        assert_eq!(a.x(20_000), LABEL_W + PLOT_W / 2.0);
+        assert_eq!(a.x(99_000), LABEL_W + PLOT_W, "clamped");
+    }
+
+    #[test]
+    fn ticks_are_round_seconds() {
+        let t = ticks(&Axis { end_ms: 40_000 });
+        assert_eq!(t.first().unwrap().label, "0s");
+        assert_eq!(t.last().unwrap().label, "40s");
+        assert!(t.len() <= 11);
+    }
+}
