@@ -4,7 +4,8 @@
 //! scenario) and `reap` (remove leftovers of dead runs). The scenario issue
 //! adds `list` (the catalog and its expected verdicts), `validate` (check
 //! scenario files, start nothing) and `check` (judge a recorded `run.json`);
-//! `run` comes with the observer.
+//! `run` comes with the observer. `report` re-renders recorded runs into
+//! HTML and JUnit (the `reports` crate), from the run.json files alone.
 //!
 //! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
 //! 4 INCONCLUSIVE, 5 invalid scenario file.
@@ -54,6 +55,15 @@ enum Cmd {
     },
     /// Run the checkers on a recorded run.json; the exit code is the verdict.
     Check { run_json: PathBuf },
+    /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
+    Report {
+        /// Recorded runs (run.json files).
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Output directory.
+        #[arg(long, default_value = "reports/out")]
+        out: PathBuf,
+    },
 }
 
 /// Exit code of `validate`/`list` when a scenario file is invalid.
@@ -197,6 +207,35 @@ fn check(path: &Path) -> ExitCode {
     ExitCode::from(verdict.exit_code())
 }
 
+/// `chaos report`: exit 0 when rendered (whatever the runs' verdicts), 3
+/// when a run.json cannot be read or an output cannot be written.
+fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
+    let result = reports::load_runs(runs).and_then(|r| {
+        let written = reports::write(&r, out)?;
+        Ok((r, written))
+    });
+    match result {
+        Ok((runs, written)) => {
+            for r in &runs {
+                println!(
+                    "{:<13} {} under {} (seed {})",
+                    r.verdict.map_or("not judged", |v| v.as_str()),
+                    r.meta.scenario,
+                    r.meta.profile,
+                    r.meta.seed
+                );
+            }
+            println!("html   {}", written.html.display());
+            println!("junit  {}", written.junit.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("chaos: {e:#}");
+            ExitCode::from(Verdict::Error.exit_code())
+        }
+    }
+}
+
 async fn real_main(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Reap => {
@@ -250,7 +289,7 @@ async fn real_main(cmd: Cmd) -> Result<()> {
                 path.display()
             );
         }
-        Cmd::List { .. } | Cmd::Validate { .. } | Cmd::Check { .. } => {
+        Cmd::List { .. } | Cmd::Validate { .. } | Cmd::Check { .. } | Cmd::Report { .. } => {
             unreachable!("handled without a runtime")
         }
     }
@@ -265,6 +304,7 @@ fn main() -> ExitCode {
         Cmd::List { dir } => return list(dir),
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
+        Cmd::Report { runs, out } => return report(runs, out),
         _ => {}
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
