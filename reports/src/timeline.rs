@@ -307,8 +307,7 @@ where
             x,
             w,
             text_x: round(x + 3.0),
-            // Only label segments wide enough to hold some text.
-            text: if w > 40.0 { v.0 } else { String::new() },
+            text: fit(&v.0, w),
             class: v.1,
             title: format!("{start}–{end} ms: {}", v.2),
         });
@@ -402,6 +401,23 @@ fn ticks(axis: &Axis) -> Vec<Tick> {
         .collect()
 }
 
+/// Approximate width of one character of a segment's 9px label.
+const CHAR_W: f64 = 5.2;
+
+/// The label cut to what fits in a segment `w` wide (`…` when cut; empty
+/// when not even a few characters fit; the full text stays in the tooltip).
+fn fit(text: &str, w: f64) -> String {
+    let room = ((w - 6.0) / CHAR_W).floor().max(0.0) as usize;
+    let n = text.chars().count();
+    if n <= room {
+        text.to_string()
+    } else if room < 4 {
+        String::new()
+    } else {
+        text.chars().take(room - 1).chain(['…']).collect()
+    }
+}
+
 /// A string usable in an `id` or a class name.
 pub fn css_word(s: &str) -> String {
     s.chars()
@@ -426,6 +442,14 @@ mod tests {
         assert_eq!(a.x(40_000), LABEL_W + PLOT_W);
         assert_eq!(a.x(20_000), LABEL_W + PLOT_W / 2.0);
         assert_eq!(a.x(99_000), LABEL_W + PLOT_W, "clamped");
+    }
+
+    #[test]
+    fn segment_labels_fit_their_segment() {
+        assert_eq!(fit("normal", 200.0), "normal");
+        let cut = fit("cf1 e5 removal-only not-bootstrapped", 60.0);
+        assert!(cut.ends_with('…') && cut.chars().count() * 5 < 60, "{cut}");
+        assert_eq!(fit("warning", 20.0), "");
     }
 
     #[test]
