@@ -541,6 +541,7 @@ impl Cluster {
             cluster.nodes.push(n);
         }
         tracing::info!(
+            run = %cluster.run,
             elapsed_ms = t0.elapsed().as_millis() as u64,
             nodes = spec.nodes,
             "cluster ready"

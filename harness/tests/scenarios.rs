@@ -301,3 +301,38 @@ fn scenario_failpoints_are_exactly_the_ones_the_system_evaluates() {
         "scenario validation and cdc_system::failpoint must list the same failpoints"
     );
 }
+
+#[test]
+fn chaos_report_re_renders_recorded_runs_and_rejects_bad_files() {
+    let out = std::env::temp_dir().join(format!("cdc-chaos-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let runs: Vec<String> = std::fs::read_dir(root().join("harness/tests/fixtures/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".json"))
+        .collect();
+    assert!(!runs.is_empty());
+    let mut args = vec!["report"];
+    args.extend(runs.iter().map(String::as_str));
+    let o = out.display().to_string();
+    args.extend(["--out", &o]);
+    let r = chaos(&args);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<svg"), "the page has a timeline");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("<testsuite"), "{junit}");
+
+    let bad = out.join("bad.json");
+    std::fs::write(&bad, "{\"not\": \"a run\"}").unwrap();
+    let r = chaos(&["report", &bad.display().to_string(), "--out", &o]);
+    assert_eq!(r.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("bad.json") && err.contains("not a valid run.json"),
+        "{err}"
+    );
+    let r = chaos(&["report", "/nonexistent/run.json"]);
+    assert_ne!(r.status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&out);
+}
