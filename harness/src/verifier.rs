@@ -371,6 +371,26 @@ pub fn data_findings(report: &Report) -> DataFindings {
     f
 }
 
+impl crate::cluster::Cluster {
+    /// Verifies `topic` against the ground truth of `tables` at `checkpoint`,
+    /// through this cluster's verifier listener and upstream.
+    pub async fn verify(
+        &self,
+        topic: &str,
+        tables: &[TableName],
+        checkpoint: u64,
+    ) -> Result<Report> {
+        verify_live(
+            self.verifier_bootstrap(),
+            topic,
+            self.upstream_endpoint()?,
+            tables,
+            checkpoint,
+        )
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

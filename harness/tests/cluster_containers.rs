@@ -244,15 +244,7 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
         (checkpoint(&c, &http, None).await >= st.last_commit_ts).then_some(())
     );
     let final_cp = checkpoint(&c, &http, None).await;
-    let report = harness::verifier::verify_live(
-        c.verifier_bootstrap(),
-        TOPIC,
-        c.upstream_endpoint().unwrap(),
-        &tables(),
-        final_cp,
-    )
-    .await
-    .unwrap();
+    let report = c.verify(TOPIC, &tables(), final_cp).await.unwrap();
     println!("containers: {} txns; {}", st.txns, report.summary());
     assert_eq!(report.missing(), 0, "{report:#?}");
     assert_eq!(report.order_violations(), 0, "{report:#?}");

@@ -355,15 +355,7 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
     )
     .await;
     let final_cp = checkpoint(&nodes);
-    let report = harness::verifier::verify_live(
-        c.verifier_bootstrap(),
-        TOPIC,
-        c.upstream_endpoint().unwrap(),
-        &tables(),
-        final_cp,
-    )
-    .await
-    .unwrap();
+    let report = c.verify(TOPIC, &tables(), final_cp).await.unwrap();
     println!("e2e: {} txns; {}", st.txns, report.summary());
     assert_eq!(report.missing(), 0, "{report:#?}");
     assert_eq!(report.order_violations(), 0, "{report:#?}");

@@ -155,15 +155,10 @@ async fn a_kafka_timeout_surfaces_the_seed_error_and_a_rebuild_loses_nothing() {
         "the rebuilt manager must not fail"
     );
 
-    let report = harness::verifier::verify_live(
-        c.verifier_bootstrap(),
-        TOPIC,
-        c.upstream_endpoint().unwrap(),
-        &tables(),
-        final_cp,
-    )
-    .await
-    .expect("verification");
+    let report = c
+        .verify(TOPIC, &tables(), final_cp)
+        .await
+        .expect("verification");
     tracing::info!(summary = %report.summary(), txns = status.txns, rows = status.rows, "verified");
     println!(
         "data-plane: {} txns, {} rows; {}",
