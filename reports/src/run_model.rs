@@ -43,6 +43,9 @@ pub struct Run {
     /// Checker results, filled after the run.
     #[serde(default)]
     pub checks: Vec<CheckResult>,
+    /// Every container's log lines (kept whole; the report shows windows).
+    #[serde(default)]
+    pub logs: Vec<ContainerLog>,
     /// The combined verdict, filled after the checkers ran.
     #[serde(default)]
     pub verdict: Option<Verdict>,
@@ -62,6 +65,48 @@ pub struct RunMeta {
     /// Set when the harness or the infrastructure failed; the verdict is ERROR.
     #[serde(default)]
     pub harness_error: Option<String>,
+    /// Who failed when `harness_error` is set: the harness's own code, or
+    /// the infrastructure under it (Docker, an image, a container that did
+    /// not start). `None` on runs recorded before the field existed.
+    #[serde(default)]
+    pub error_class: Option<ErrorClass>,
+}
+
+/// The class of an ERROR verdict's cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorClass {
+    /// A harness defect or a step it could not carry out.
+    Harness,
+    /// Docker, images, containers or the network under the run.
+    Infrastructure,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Harness => "harness",
+            ErrorClass::Infrastructure => "infrastructure",
+        }
+    }
+}
+
+/// The log of one container of the run, as lines with their time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerLog {
+    /// The container's role name (`node-1`, `kafka`, `etcd`, ...).
+    pub container: String,
+    /// The node slot for CDC nodes.
+    #[serde(default)]
+    pub node: Option<u32>,
+    pub lines: Vec<LogLine>,
+}
+
+/// One log line; `t_ms` is the run clock (from Docker's timestamp).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub t_ms: u64,
+    pub text: String,
 }
 
 /// Bounds from the scenario's `[deadlines]`, in milliseconds.
@@ -403,6 +448,7 @@ impl Run {
                 started_at: String::new(),
                 wall_ms: 0,
                 harness_error: None,
+                error_class: None,
             },
             bounds,
             changefeeds: Vec::new(),
@@ -412,6 +458,7 @@ impl Run {
             workload: None,
             data: None,
             checks: Vec::new(),
+            logs: Vec::new(),
             verdict: None,
         }
     }
