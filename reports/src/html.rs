@@ -1,6 +1,7 @@
 //! One self-contained HTML page for a set of runs: an index of scenarios
 //! with verdicts, then a section per run (metadata, steps, the SVG timeline,
-//! the checker table, data findings).
+//! the checker table, data findings, the log lines around each violation and
+//! each container's log tail, see [`crate::logs`]).
 //!
 //! The markup is `templates/report.html` (minijinja, auto-escaped); this
 //! module only builds the values it shows, and [`crate::timeline`] computes
@@ -10,6 +11,7 @@
 use minijinja::{context, Environment};
 use serde::Serialize;
 
+use crate::logs;
 use crate::run_model::{Run, Verdict};
 use crate::timeline::{self, Timeline};
 
@@ -34,6 +36,13 @@ struct RunView {
     timeline: Timeline,
     checks: Vec<CheckView>,
     data: Option<DataView>,
+    /// Log lines around each evidence instant of a non-passing checker.
+    log_windows: Vec<logs::Window>,
+    /// Each container's log (its tail).
+    logs: Vec<logs::ContainerView>,
+    tail_lines: usize,
+    window_s: u64,
+    window_lines: usize,
 }
 
 #[derive(Serialize)]
@@ -64,6 +73,8 @@ struct EvidenceView {
     message: String,
     /// `#marker` on the timeline, for evidence of a non-passing checker.
     href: Option<String>,
+    /// `#window` of the log lines around that instant (when the run has logs).
+    logs_href: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -120,7 +131,11 @@ fn view(i: usize, run: &Run) -> RunView {
     let m = &run.meta;
     let verdict = verdict_of(run);
     let reason = if let Some(e) = &m.harness_error {
-        format!("harness error: {e}")
+        // Runs recorded before the class existed keep the old wording.
+        match m.error_class {
+            Some(c) => format!("{} error: {e}", c.as_str()),
+            None => format!("harness error: {e}"),
+        }
     } else {
         let bad: Vec<String> = run
             .checks
@@ -155,6 +170,10 @@ fn view(i: usize, run: &Run) -> RunView {
                     message: e.message.clone(),
                     href: (c.verdict != Verdict::Pass && e.t_ms.is_some())
                         .then(|| format!("#{}", timeline::marker_id(i, ci, ei))),
+                    logs_href: e
+                        .t_ms
+                        .filter(|_| c.verdict != Verdict::Pass && !run.logs.is_empty())
+                        .map(|t| format!("#{}", logs::window_id(i, t))),
                 })
                 .collect(),
         })
@@ -206,6 +225,11 @@ fn view(i: usize, run: &Run) -> RunView {
             .collect(),
         timeline: timeline::build(i, run),
         checks,
+        log_windows: logs::windows(i, run),
+        logs: logs::containers(i, run),
+        tail_lines: logs::TAIL_LINES,
+        window_s: logs::WINDOW_MS / 1000,
+        window_lines: logs::WINDOW_LINES,
         data: run.data.as_ref().map(|d| DataView {
             final_checkpoint_ts: d.final_checkpoint_ts,
             duplicates: d.duplicates,

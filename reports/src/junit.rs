@@ -4,9 +4,11 @@
 //! Classes of failure (the `type` attribute):
 //! - `system`: a checker said FAIL, the system broke an invariant (`<failure>`);
 //! - `harness`: a checker said ERROR (e.g. the record is not well formed) (`<error>`);
-//! - `infrastructure`: the run recorded `meta.harness_error` (the harness or
-//!   its containers failed before the system could be judged) (`<error>`,
-//!   on an extra `run` test case).
+//! - `harness` or `infrastructure`: the run recorded `meta.harness_error`
+//!   (the harness or its containers failed before the system could be
+//!   judged) (`<error>`, on an extra `run` test case), classed by
+//!   `meta.error_class`; a run recorded without the class is
+//!   `infrastructure`.
 //!
 //! INCONCLUSIVE is `<skipped>` with the checker's summary as the reason. The
 //! markup is a minijinja template (`templates/junit.xml`), which escapes
@@ -15,7 +17,7 @@
 use minijinja::{context, Environment};
 use serde::Serialize;
 
-use crate::run_model::{CheckResult, Run, Verdict};
+use crate::run_model::{CheckResult, ErrorClass, Run, Verdict};
 
 const TEMPLATE: &str = include_str!("../templates/junit.xml");
 
@@ -84,7 +86,7 @@ fn suite(run: &Run) -> Suite {
             classname: classname.clone(),
             name: "run".into(),
             kind: "error",
-            class: "infrastructure",
+            class: m.error_class.unwrap_or(ErrorClass::Infrastructure).as_str(),
             message: xml_text(err),
             body: xml_text(err),
         });
@@ -191,5 +193,39 @@ mod tests {
         assert!(xml.contains("kafka &lt;did&gt; not &amp; start"), "{xml}");
         assert!(!xml.contains('\u{7}'));
         assert!(xml.contains(r#"type="infrastructure""#));
+    }
+
+    fn run_error_type(class: Option<ErrorClass>) -> String {
+        let mut run = crate::run_model::Run::new(
+            "s",
+            "fix",
+            1,
+            crate::run_model::Bounds {
+                recover_ms: 1,
+                maintainer_bootstrap_ms: 1,
+                removal_only_ms: 1,
+            },
+        );
+        run.meta.harness_error = Some("boom".into());
+        run.meta.error_class = class;
+        let suite = suite(&run);
+        let case = suite.cases.iter().find(|c| c.name == "run").unwrap();
+        assert_eq!(case.kind, "error");
+        assert_eq!(suite.errors, 1);
+        case.class.to_string()
+    }
+
+    #[test]
+    fn a_run_error_is_classed_by_its_error_class() {
+        assert_eq!(run_error_type(Some(ErrorClass::Harness)), "harness");
+        assert_eq!(
+            run_error_type(Some(ErrorClass::Infrastructure)),
+            "infrastructure"
+        );
+        assert_eq!(
+            run_error_type(None),
+            "infrastructure",
+            "runs recorded before the class"
+        );
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod html;
 pub mod junit;
+pub mod logs;
 pub mod run_model;
 pub mod timeline;
 

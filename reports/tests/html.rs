@@ -196,3 +196,148 @@ fn data_loss_lists_the_missing_changes() {
     // Escaped in the markup, not injected.
     assert!(html.contains("id=&lt;7&gt;&amp;"));
 }
+
+/// `(t_ms, text)` of the lines of a `<pre class="log">`.
+fn log_lines(pre: ElementRef<'_>) -> Vec<(u64, String)> {
+    pre.select(&sel("span.log-line"))
+        .map(|l| {
+            let text: String = l.text().collect();
+            let (t, rest) = text
+                .strip_prefix('[')
+                .and_then(|s| s.split_once(" s] "))
+                .unwrap_or_else(|| panic!("a log line starts with its time: {text}"));
+            let (s, ms) = t.split_once('.').unwrap();
+            let t_ms = s.parse::<u64>().unwrap() * 1000 + ms.parse::<u64>().unwrap();
+            (t_ms, rest.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn each_violation_links_to_the_log_lines_around_it() {
+    let runs = common::all();
+    let (html, doc) = render_all();
+    let secs = sections(&doc);
+    let broken = secs[1];
+    assert_eq!(runs[1].meta.scenario, "stale-cascade-remove");
+    let violations: Vec<ElementRef<'_>> = broken.select(&sel("a.violation")).collect();
+    let log_links: Vec<ElementRef<'_>> = broken.select(&sel("a.log-link")).collect();
+    assert_eq!(violations.len(), log_links.len());
+    assert!(!log_links.is_empty());
+    for (v, l) in violations.iter().zip(&log_links) {
+        let t: u64 = v
+            .text()
+            .collect::<String>()
+            .trim_start_matches("at ")
+            .trim_end_matches(" ms")
+            .parse()
+            .unwrap();
+        let id = &l.attr("href").unwrap()[1..];
+        let window = broken
+            .select(&sel(&format!("details.log-window[id=\"{id}\"]")))
+            .next()
+            .unwrap_or_else(|| panic!("no log window {id}"));
+        let parts: Vec<ElementRef<'_>> = window.select(&sel("div.log-part")).collect();
+        assert!(!parts.is_empty(), "{id}: no lines");
+        for part in &parts {
+            let lines = log_lines(part.select(&sel("pre.log")).next().unwrap());
+            assert!(
+                !lines.is_empty() && lines.len() <= 40,
+                "{id}: {}",
+                lines.len()
+            );
+            for (lt, _) in &lines {
+                assert!(lt.abs_diff(t) <= 5_000, "{id}: a line at {lt} ms");
+            }
+            // In log order.
+            assert!(lines.windows(2).all(|w| w[0].0 <= w[1].0));
+        }
+        // Not the whole log: node 2 logs every 150 ms, 67 lines in 10 s.
+        let node2 = parts
+            .iter()
+            .find(|p| {
+                p.select(&sel("h4"))
+                    .next()
+                    .unwrap()
+                    .text()
+                    .any(|s| s.contains("node-2"))
+            })
+            .expect("node-2's lines are in the window");
+        let h4: String = node2.select(&sel("h4")).next().unwrap().text().collect();
+        let of: usize = h4
+            .split_once("40 of ")
+            .and_then(|(_, n)| n.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{h4}"));
+        assert!(of > 60, "{h4}");
+    }
+    // The window of the removal-only violation (18 s) shows node 2's error,
+    // marks the instant and escapes the text.
+    let w18 = broken
+        .select(&sel("details.log-window[id=\"r1-logs-18000\"]"))
+        .next()
+        .expect("a window at 18000 ms");
+    let text: String = w18.text().collect();
+    assert!(text.contains("no-broken-maintainer"), "{text}");
+    assert!(text.contains("cascade remove of cf1 epoch 5 stuck"));
+    let at: Vec<String> = w18
+        .select(&sel("span.log-line.at"))
+        .map(|s| s.text().collect())
+        .collect();
+    // One marked line per container that logged after the instant.
+    assert_eq!(at.len(), count(w18, "div.log-part"), "{at:?}");
+    assert!(at.iter().all(|l| l.starts_with("[18.0")), "{at:?}");
+    assert!(html.contains("removal-only &lt;not bootstrapped&gt; &amp; waiting"));
+    // Runs without logs have no log links nor windows.
+    for sec in [secs[0], secs[2]] {
+        assert_eq!(count(sec, "a.log-link"), 0);
+        assert_eq!(count(sec, "details.log-window"), 0);
+        assert_eq!(count(sec, "details.container-log"), 0);
+    }
+}
+
+#[test]
+fn the_logs_section_lists_containers_and_caps_each_log() {
+    let runs = common::all();
+    let (_, doc) = render_all();
+    let broken = sections(&doc)[1];
+    let rows: Vec<Vec<String>> = broken
+        .select(&sel("table.logs tr.container-entry"))
+        .map(|r| r.select(&sel("td")).map(|td| td.text().collect()).collect())
+        .collect();
+    let want: Vec<Vec<String>> = runs[1]
+        .logs
+        .iter()
+        .map(|l| {
+            vec![
+                l.container.clone(),
+                l.node.map(|n| n.to_string()).unwrap_or_default(),
+                l.lines.len().to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(rows, want);
+    let text: String = broken.text().collect();
+    assert!(
+        text.contains("The last 200 lines of each container"),
+        "the cap is stated"
+    );
+    for log in &runs[1].logs {
+        let id = format!("r1-log-{}", log.container);
+        let d = broken
+            .select(&sel(&format!("details.container-log[id=\"{id}\"]")))
+            .next()
+            .unwrap_or_else(|| panic!("{id}"));
+        assert!(d.attr("open").is_none(), "collapsed");
+        let lines = log_lines(d.select(&sel("pre.log")).next().unwrap());
+        let shown = log.lines.len().min(200);
+        assert_eq!(lines.len(), shown, "{id}");
+        // The tail: the last lines of the log.
+        assert_eq!(lines.last().unwrap().1, log.lines.last().unwrap().text);
+        let summary: String = d.select(&sel("summary")).next().unwrap().text().collect();
+        if log.lines.len() > 200 {
+            assert!(summary.contains("the last 200 shown"), "{summary}");
+        }
+    }
+    assert!(runs[1].logs.iter().any(|l| l.lines.len() > 200));
+}

@@ -87,3 +87,28 @@ fn errors_and_inconclusive_are_classed() {
         .unwrap()
         .contains("the fault did not bite"));
 }
+
+#[test]
+fn a_harness_error_is_classed_by_the_recorded_error_class() {
+    use reports::run_model::ErrorClass;
+    let error_types = |class: Option<ErrorClass>| {
+        let mut run = common::passing();
+        run.meta.harness_error = Some("step 2: toxiproxy refused the toxic".into());
+        run.meta.error_class = class;
+        let xml = reports::junit::render(&[run]);
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("error"))
+            .map(|n| {
+                assert_eq!(n.parent().unwrap().attribute("name"), Some("run"));
+                n.attribute("type").unwrap().to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(error_types(Some(ErrorClass::Harness)), ["harness"]);
+    assert_eq!(
+        error_types(Some(ErrorClass::Infrastructure)),
+        ["infrastructure"]
+    );
+    assert_eq!(error_types(None), ["infrastructure"]);
+}

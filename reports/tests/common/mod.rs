@@ -4,7 +4,9 @@
 
 #![allow(dead_code)]
 
-use reports::run_model::{ChangeRef, CheckResult, DataFindings, Evidence, Run, Verdict};
+use reports::run_model::{
+    ChangeRef, CheckResult, ContainerLog, DataFindings, Evidence, LogLine, Run, Verdict,
+};
 
 pub fn passing() -> Run {
     Run::from_json(include_str!(
@@ -13,11 +15,88 @@ pub fn passing() -> Run {
     .expect("fixture parses")
 }
 
+/// The seed bug's recorded run, with container logs added here (the
+/// recorded fixture predates `logs`): node 2, the dispatcher host the Kafka
+/// timeout hit, logs every 150 ms (more lines than a window or the tail
+/// shows), the other nodes every 500 ms, Kafka every second, etcd twice.
 pub fn broken_maintainer() -> Run {
-    Run::from_json(include_str!(
+    let mut run = Run::from_json(include_str!(
         "../../../harness/tests/fixtures/runs/stale-cascade-remove-pre-fix.json"
     ))
-    .expect("fixture parses")
+    .expect("fixture parses");
+    run.logs = fixture_logs();
+    run
+}
+
+fn fixture_logs() -> Vec<ContainerLog> {
+    let node = |slot: u32, every: u64| {
+        let mut lines: Vec<LogLine> = (0..=40_000 / every)
+            .map(|i| {
+                let t = i * every;
+                LogLine {
+                    t_ms: t,
+                    text: format!("[INFO] [node-{slot}] tick {i}: maintainer manager ok"),
+                }
+            })
+            .collect();
+        if slot == 2 {
+            for (t, text) in [
+                (5_030, "[WARN] [kafka sink] produce to kafka-2: i/o timeout"),
+                (
+                    13_010,
+                    "[INFO] [maintainer] cf1 epoch 6 bootstrapped on n2-a",
+                ),
+                (
+                    17_990,
+                    "[WARN] [maintainer] cf1 epoch 5 removal-only <not bootstrapped> & waiting",
+                ),
+                (
+                    18_000,
+                    "[ERROR] [maintainer] cascade remove of cf1 epoch 5 stuck",
+                ),
+            ] {
+                lines.push(LogLine {
+                    t_ms: t,
+                    text: text.into(),
+                });
+            }
+            lines.sort_by_key(|l| l.t_ms);
+        }
+        ContainerLog {
+            container: format!("node-{slot}"),
+            node: Some(slot),
+            lines,
+        }
+    };
+    vec![
+        node(1, 500),
+        node(2, 150),
+        node(3, 500),
+        ContainerLog {
+            container: "kafka".into(),
+            node: None,
+            lines: (0..=40)
+                .map(|s| LogLine {
+                    t_ms: s * 1000 + 7,
+                    text: format!("[KafkaServer id=1] log flush {s}"),
+                })
+                .collect(),
+        },
+        ContainerLog {
+            container: "etcd".into(),
+            node: None,
+            lines: vec![
+                LogLine {
+                    t_ms: 100,
+                    text: "ready to serve client requests".into(),
+                },
+                LogLine {
+                    t_ms: 39_000,
+                    text: "compacted revisions".into(),
+                },
+            ],
+        },
+    ]
 }
 
 /// The passing run, except that two changes never reached Kafka.
