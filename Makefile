@@ -39,12 +39,14 @@ chaos: setup
 	@echo "==> smoke scenario (the catalog grows with the scenario issue)"
 	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
 
-## bench: data-plane throughput vs a raw rdkafka producer, checkpoint lag (real Kafka), message-center throughput (release build).
+## bench: data-plane throughput vs a raw rdkafka producer, checkpoint lag (real Kafka), message-center throughput, report rendering (release build).
 bench: setup
 	@echo "==> cargo bench -p harness --bench data_plane (release build; BENCH_ROWS, BENCH_LAG_SECS, BENCH_LAG_ROWS_PER_SEC tune it)"
 	@$(CARGO) bench -p harness --bench data_plane --locked
 	@echo "==> cargo bench -p cdc-system --bench message_center (two nodes on loopback)"
 	@$(CARGO) bench -p cdc-system --bench message_center --locked
+	@echo "==> cargo bench -p reports --bench render (a 30-minute, 10,000-sample run rendered; budget < 2 s, < 5 MB)"
+	@$(CARGO) bench -p reports --bench render --locked
 
 ## reap: remove containers and networks left by runs whose process is gone.
 reap:

@@ -222,7 +222,12 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
                         p
                     })
                     .collect();
-                let class = flags.first().copied().unwrap_or("ok").to_string();
+                let class = flags
+                    .iter()
+                    .copied()
+                    .max_by_key(|f| severity(f))
+                    .unwrap_or("ok")
+                    .to_string();
                 let text = parts.join(", ");
                 Some((text.clone(), class, format!("node {slot}: {text}")))
             }),
@@ -293,25 +298,16 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
 }
 
 /// Runs of equal `(text, class)` over consecutive samples; a sample holds
-/// until the next one (the last until the end of the axis).
+/// until the next one (the last until the end of the axis). Runs narrower
+/// than a pixel are merged with their narrow neighbours into one segment of
+/// the most severe class among them (so a long run's flapping band stays a
+/// few hundred rectangles, and a removal-only instant stays visible).
 fn segments<F>(axis: &Axis, samples: &[Sample], f: F) -> Vec<Segment>
 where
     F: Fn(&Sample) -> Option<(String, String, String)>,
 {
-    let mut out: Vec<Segment> = Vec::new();
+    let mut runs: Vec<(u64, u64, (String, String, String))> = Vec::new();
     let mut open: Option<(u64, (String, String, String))> = None;
-    let close = |out: &mut Vec<Segment>, start: u64, end: u64, v: (String, String, String)| {
-        let x = axis.x(start);
-        let w = round((axis.x(end) - x).max(1.0));
-        out.push(Segment {
-            x,
-            w,
-            text_x: round(x + 3.0),
-            text: fit(&v.0, w),
-            class: v.1,
-            title: format!("{start}–{end} ms: {}", v.2),
-        });
-    };
     for s in samples {
         let v = f(s);
         let same = match (&open, &v) {
@@ -323,13 +319,120 @@ where
             continue;
         }
         if let Some((start, o)) = open.take() {
-            close(&mut out, start, s.t_ms, o);
+            runs.push((start, s.t_ms, o));
         }
         open = v.map(|v| (s.t_ms, v));
     }
     if let Some((start, o)) = open {
-        close(&mut out, start, axis.end_ms, o);
+        runs.push((start, axis.end_ms, o));
     }
+    let narrow = |r: &(u64, u64, _)| axis.x(r.1) - axis.x(r.0) < MIN_SEG_W;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < runs.len() {
+        // A wide run, or a narrow one alone: as it is.
+        let mut j = i + 1;
+        if narrow(&runs[i]) {
+            while j < runs.len()
+                && narrow(&runs[j])
+                && axis.x(runs[j - 1].1) - axis.x(runs[i].0) < MIN_SEG_W
+            {
+                j += 1;
+            }
+        }
+        let group = &runs[i..j];
+        let (start, end) = (group[0].0, group[group.len() - 1].1);
+        let x = axis.x(start);
+        let w = round((axis.x(end) - x).max(1.0));
+        if let [(_, _, v)] = group {
+            out.push(Segment {
+                x,
+                w,
+                text_x: round(x + 3.0),
+                text: fit(&v.0, w),
+                class: v.1.clone(),
+                title: format!("{start}–{end} ms: {}", v.2),
+            });
+        } else {
+            let worst = group
+                .iter()
+                .max_by_key(|r| (severity(&r.2 .1), r.1 - r.0))
+                .expect("a group has runs");
+            let mut seen: Vec<&str> = Vec::new();
+            for r in group {
+                if !seen.contains(&r.2 .0.as_str()) {
+                    seen.push(&r.2 .0);
+                }
+            }
+            let shown: Vec<&str> = seen.iter().take(3).copied().collect();
+            out.push(Segment {
+                x,
+                w,
+                text_x: round(x + 3.0),
+                text: String::new(),
+                class: worst.2 .1.clone(),
+                title: format!(
+                    "{start}–{end} ms, merged below a pixel: {} runs of {} states: {}{}",
+                    group.len(),
+                    seen.len(),
+                    shown.join("; "),
+                    if seen.len() > shown.len() {
+                        "; …"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        i = j;
+    }
+    out
+}
+
+/// Narrower segments than this (SVG units, about a pixel) are merged.
+const MIN_SEG_W: f64 = 1.0;
+
+/// How much a segment's class matters when runs are merged.
+fn severity(class: &str) -> u8 {
+    match class {
+        "removal-only" => 5,
+        "not-bootstrapped" => 4,
+        "unreachable" | "state-failed" | "state-stopped" => 3,
+        "state-warning" => 2,
+        _ => 1,
+    }
+}
+
+/// Keeps, of the points in each pixel column, the first, the lowest, the
+/// highest and the last (in time order): the same picture with at most
+/// four points per column, whatever the sampling rate.
+fn downsample(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len().min(4 * PLOT_W as usize + 4));
+    let mut col: Vec<(f64, f64)> = Vec::new();
+    let flush = |col: &mut Vec<(f64, f64)>, out: &mut Vec<(f64, f64)>| {
+        if col.len() <= 4 {
+            out.append(col);
+            return;
+        }
+        let lo = (0..col.len())
+            .min_by(|&a, &b| col[a].1.total_cmp(&col[b].1))
+            .unwrap_or(0);
+        let hi = (0..col.len())
+            .max_by(|&a, &b| col[a].1.total_cmp(&col[b].1))
+            .unwrap_or(0);
+        let mut keep = vec![0, lo, hi, col.len() - 1];
+        keep.sort_unstable();
+        keep.dedup();
+        out.extend(keep.into_iter().map(|k| col[k]));
+        col.clear();
+    };
+    for p in points {
+        if col.last().is_some_and(|l| l.0.floor() != p.0.floor()) {
+            flush(&mut col, &mut out);
+        }
+        col.push(p);
+    }
+    flush(&mut col, &mut out);
     out
 }
 
@@ -359,14 +462,18 @@ fn chart(axis: &Axis, run: &Run, y: f64) -> Chart {
         .changefeeds
         .iter()
         .map(|cf| {
-            let points: Vec<String> = run
+            let points: Vec<(f64, f64)> = run
                 .samples
                 .iter()
                 .filter_map(|s| {
                     let c = s.changefeeds.iter().find(|c| &c.name == cf)?;
                     let py = round(y + CHART_H - CHART_H * lag(c) as f64 / max as f64);
-                    Some(format!("{},{py}", axis.x(s.t_ms)))
+                    Some((axis.x(s.t_ms), py))
                 })
+                .collect();
+            let points: Vec<String> = downsample(points)
+                .into_iter()
+                .map(|(x, y)| format!("{x},{y}"))
                 .collect();
             Polyline {
                 changefeed: cf.clone(),
@@ -450,6 +557,64 @@ mod tests {
         let cut = fit("cf1 e5 removal-only not-bootstrapped", 60.0);
         assert!(cut.ends_with('…') && cut.chars().count() * 5 < 60, "{cut}");
         assert_eq!(fit("warning", 20.0), "");
+    }
+
+    #[test]
+    fn the_lag_curve_keeps_each_columns_envelope() {
+        // 10 points in column 200, then 1 in column 201.
+        let mut pts: Vec<(f64, f64)> = (0..10)
+            .map(|i| (200.0 + i as f64 / 20.0, 50.0 + ((i * 7 + 3) % 10) as f64))
+            .collect();
+        pts.push((201.0, 55.0));
+        let d = downsample(pts.clone());
+        assert_eq!(d.first(), pts.first());
+        assert_eq!(d.last(), pts.last());
+        assert_eq!(d.len(), 5, "{d:?}");
+        let ys: Vec<f64> = d.iter().map(|p| p.1).collect();
+        assert!(ys.contains(&50.0) && ys.contains(&59.0), "{ys:?}");
+        // Sparse points are kept as they are.
+        let sparse = vec![(190.0, 1.0), (210.0, 2.0), (230.0, 3.0)];
+        assert_eq!(downsample(sparse.clone()), sparse);
+    }
+
+    #[test]
+    fn sub_pixel_runs_merge_into_their_most_severe_class() {
+        use crate::run_model::{NodeObs, Sample};
+        // 1000 samples over 1000 ms on an 820-unit plot: every run is narrow.
+        let axis = Axis { end_ms: 1_000_000 };
+        let samples: Vec<Sample> = (0..1000)
+            .map(|i| Sample {
+                t_ms: i,
+                coordinator: None,
+                nodes: vec![NodeObs {
+                    node: 1,
+                    node_id: None,
+                    reachable: i != 500,
+                    coordinator_version: None,
+                    maintainers: vec![],
+                    errors: vec![],
+                }],
+                changefeeds: vec![],
+                errors: vec![],
+            })
+            .collect();
+        let segs = segments(&axis, &samples, |s| {
+            Some(if s.nodes[0].reachable {
+                ("up".into(), "ok".into(), "up".into())
+            } else {
+                ("down".into(), "unreachable".into(), "down".into())
+            })
+        });
+        // up and down within one pixel: one segment, of the severe class.
+        assert_eq!(segs.len(), 2, "{segs:?}");
+        assert_eq!(segs[0].class, "unreachable");
+        assert!(
+            segs[0].title.contains("2 runs of 2 states"),
+            "{}",
+            segs[0].title
+        );
+        // The last run (to the end of the axis) is wide and kept as it is.
+        assert_eq!(segs[1].class, "ok");
     }
 
     #[test]
