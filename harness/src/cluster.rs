@@ -490,6 +490,9 @@ impl Cluster {
                 "KAFKA_CFG_LISTENER_SECURITY_PROTOCOL_MAP",
                 protocols.join(","),
             )
+            // The broker stamps each record when it appends it, so the
+            // checkpoint audit can tell what Kafka held at a given instant.
+            .with_env_var("KAFKA_CFG_LOG_MESSAGE_TIMESTAMP_TYPE", "LogAppendTime")
             .with_startup_timeout(spec.startup_timeout);
         let kafka = kafka_req.start().await.context("starting Kafka")?;
 
@@ -684,6 +687,56 @@ impl Cluster {
             .await
             .with_context(|| format!("stopping {}", n.name))?;
         self.start_node(i, timeout).await
+    }
+
+    /// Freezes a node's processes (`docker pause`).
+    pub async fn pause_node(&self, i: usize) -> Result<()> {
+        let n = self.node(i)?;
+        n.container
+            .pause()
+            .await
+            .with_context(|| format!("pausing {}", n.name))
+    }
+
+    /// Unfreezes a paused node.
+    pub async fn unpause_node(&self, i: usize) -> Result<()> {
+        let n = self.node(i)?;
+        n.container
+            .unpause()
+            .await
+            .with_context(|| format!("unpausing {}", n.name))
+    }
+
+    /// Stops the Kafka broker gracefully (SIGTERM, 10 s grace).
+    pub async fn stop_kafka(&self) -> Result<()> {
+        self.kafka
+            .stop_with_timeout(Some(10))
+            .await
+            .context("stopping Kafka")
+    }
+
+    /// Starts the Kafka broker again (its log survives in the container)
+    /// and waits until metadata answers on every link.
+    pub async fn start_kafka(&self, timeout: Duration) -> Result<()> {
+        self.kafka.start().await.context("starting Kafka again")?;
+        self.wait_kafka_ready(timeout).await
+    }
+
+    /// Every container of the run by role name (`etcd`, `toxiproxy`,
+    /// `kafka`, `upstream`, `node-0`...), for log collection.
+    pub fn containers(&self) -> Vec<(String, Option<usize>, String)> {
+        let mut out = vec![
+            ("etcd".to_string(), None, self.etcd.id().to_string()),
+            ("toxiproxy".into(), None, self.toxiproxy.id().to_string()),
+            ("kafka".into(), None, self.kafka.id().to_string()),
+        ];
+        if let Some(u) = &self.upstream {
+            out.push(("upstream".into(), None, u.id().to_string()));
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            out.push((n.name.clone(), Some(i), n.container.id().to_string()));
+        }
+        out
     }
 
     pub fn run_id(&self) -> &RunId {

@@ -110,6 +110,9 @@ pub struct Record {
     pub offset: i64,
     pub key: Option<Vec<u8>>,
     pub payload: Option<Vec<u8>>,
+    /// The record's timestamp in ms since the epoch (the broker's append
+    /// time on clusters started by [`crate::cluster::Cluster`]).
+    pub timestamp_ms: Option<i64>,
 }
 
 /// Reads every record of `topic` from the beginning up to the high watermark
@@ -160,6 +163,7 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
                                 offset: m.offset(),
                                 key: m.key().map(|k| k.to_vec()),
                                 payload: m.payload().map(|v| v.to_vec()),
+                                timestamp_ms: m.timestamp().to_millis(),
                             });
                         }
                         if m.offset() + 1 >= high {

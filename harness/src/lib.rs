@@ -11,13 +11,16 @@
 //! - [`verifier`]: joins Kafka with the upstream ground truth (no data loss);
 //! - [`scenario`]: scenario files (TOML): schema, parsing, validation;
 //! - [`run_model`]: the record of one run (`run.json`), re-exported from `reports`;
-//! - [`checker`]: invariant checkers, pure functions of a run.
+//! - [`checker`]: invariant checkers, pure functions of a run;
+//! - [`runner`]: runs a scenario on real containers (generator, nemesis,
+//!   observer) and records the run for the checkers.
 
 pub mod checker;
 pub mod cluster;
 pub mod docker;
 pub mod images;
 pub mod kafka;
+pub mod runner;
 pub mod scenario;
 pub mod smoke;
 pub mod toxiproxy;

@@ -290,6 +290,19 @@ pub async fn verify_live(
     tables: &[TableName],
     checkpoint: u64,
 ) -> Result<Report> {
+    let (kafka, truth) = read_live(verifier_bootstrap, topic, upstream, tables).await?;
+    let kafka: Vec<Change> = kafka.into_iter().map(|(c, _)| c).collect();
+    Ok(verify(&kafka, &truth, checkpoint))
+}
+
+/// The changes of `tables` in `topic` (each with the record's timestamp in
+/// ms since the epoch, 0 if it has none) and their ground truth.
+pub async fn read_live(
+    verifier_bootstrap: &str,
+    topic: &str,
+    upstream: &str,
+    tables: &[TableName],
+) -> Result<(Vec<(Change, i64)>, Vec<Change>)> {
     let records =
         crate::kafka::read_topic(verifier_bootstrap, topic, Duration::from_secs(60)).await?;
     let kafka = records
@@ -300,6 +313,7 @@ pub async fn verify_live(
                 r.offset,
                 r.payload.as_deref().unwrap_or_default(),
             )
+            .map(|c| (c, r.timestamp_ms.unwrap_or(0)))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut client = UpstreamClient::connect(upstream.to_string())
@@ -320,11 +334,11 @@ pub async fn verify_live(
         truth.extend(changes.iter().map(Change::from_truth));
     }
     let names: BTreeSet<String> = tables.iter().map(table_str).collect();
-    let kafka: Vec<Change> = kafka
+    let kafka = kafka
         .into_iter()
-        .filter(|c| names.contains(&c.table))
+        .filter(|(c, _)| names.contains(&c.table))
         .collect();
-    Ok(verify(&kafka, &truth, checkpoint))
+    Ok((kafka, truth))
 }
 
 /// The run model's final data findings from the verifier's report

@@ -55,6 +55,29 @@ enum Cmd {
     },
     /// Run the checkers on a recorded run.json; the exit code is the verdict.
     Check { run_json: PathBuf },
+    /// Run scenarios on real containers, judge them, write run.json per run
+    /// plus report.html and junit.xml. Exit 0 when every run met the verdict
+    /// its scenario expects; else the code of the worst unmet run
+    /// (1 FAIL or an expected failure that did not happen, 3 ERROR, 4 INCONCLUSIVE).
+    Run {
+        /// Scenario names (file names without .toml) in the catalog.
+        names: Vec<String>,
+        /// Run every scenario of the catalog.
+        #[arg(long, conflicts_with = "names")]
+        all: bool,
+        /// Only this profile (default: every profile a scenario declares).
+        #[arg(long)]
+        profile: Option<Profile>,
+        /// Seeds `any` targets and the workload.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where run.json files and the reports go.
+        #[arg(long, default_value = "reports/out")]
+        report_dir: PathBuf,
+        /// The catalog directory.
+        #[arg(long, default_value = "scenarios")]
+        dir: PathBuf,
+    },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
         /// Recorded runs (run.json files).
@@ -236,6 +259,162 @@ fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
     }
 }
 
+/// `chaos run`: loads and validates every chosen scenario before starting
+/// anything, then runs scenario x profile one after the other.
+fn run_cmd(
+    names: &[String],
+    all: bool,
+    only: Option<Profile>,
+    seed: u64,
+    report_dir: &Path,
+    dir: &Path,
+) -> ExitCode {
+    if names.is_empty() && !all {
+        eprintln!("chaos run: name scenarios or pass --all (see `chaos list`)");
+        return ExitCode::from(2);
+    }
+    let paths = match scenario::files_in(dir) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("chaos: cannot read {}: {e}", dir.display());
+            return ExitCode::from(EXIT_INVALID_SCENARIO);
+        }
+    };
+    let mut catalog = Vec::new();
+    let mut bad = 0;
+    for p in &paths {
+        match scenario::load(p) {
+            Ok(s) => catalog.push(s),
+            Err(errors) => {
+                bad += 1;
+                eprintln!("{errors}");
+            }
+        }
+    }
+    if bad > 0 {
+        eprintln!("chaos run: {bad} invalid scenario file(s); nothing was started");
+        return ExitCode::from(EXIT_INVALID_SCENARIO);
+    }
+    let chosen: Vec<&scenario::Scenario> = if all {
+        catalog.iter().collect()
+    } else {
+        let mut out = Vec::new();
+        for n in names {
+            match catalog.iter().find(|s| &s.name == n) {
+                Some(s) => out.push(s),
+                None => {
+                    eprintln!(
+                        "chaos run: no scenario `{n}` in {}; known: {}",
+                        dir.display(),
+                        catalog
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        out
+    };
+    let mut plan = Vec::new();
+    for s in &chosen {
+        for p in &s.cluster.profiles {
+            if only.is_none_or(|o| o == *p) {
+                plan.push((*s, *p));
+            }
+        }
+    }
+    if plan.is_empty() {
+        eprintln!("chaos run: no scenario declares profile {only:?}; nothing to run");
+        return ExitCode::from(2);
+    }
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let opts = harness::runner::RunOptions {
+        seed,
+        progress: true,
+    };
+    let t0 = std::time::Instant::now();
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    let mut worst: Option<Verdict> = None;
+    for (i, (s, p)) in plan.iter().enumerate() {
+        eprintln!(
+            "==> [{}/{}] {} under {p} (seed {seed})",
+            i + 1,
+            plan.len(),
+            s.name
+        );
+        let run = rt.block_on(harness::runner::run(s, *p, &opts));
+        let (ok, why) = harness::runner::meets_expectation(s, *p, &run);
+        let out = report_dir.join(&s.name).join(p.as_str());
+        let written = std::fs::create_dir_all(&out)
+            .map_err(anyhow::Error::from)
+            .and_then(|_| Ok(std::fs::write(out.join("run.json"), run.to_json()?)?));
+        if let Err(e) = written {
+            eprintln!("chaos: writing {}: {e:#}", out.display());
+        }
+        let verdict = run.verdict.unwrap_or(Verdict::Error);
+        if !ok {
+            // An expected FAIL that passed counts as a FAIL of the catalog.
+            let v = if verdict == Verdict::Pass {
+                Verdict::Fail
+            } else {
+                verdict
+            };
+            worst = Some(worst.map_or(v, |w| w.max(v)));
+        }
+        eprintln!(
+            "    {verdict} in {:.0} s: {}{why}",
+            run.meta.wall_ms as f64 / 1000.0,
+            if ok { "" } else { "UNEXPECTED: " }
+        );
+        rows.push((
+            s.name.clone(),
+            *p,
+            s.expect.get(p).map(|e| e.to_string()).unwrap_or_default(),
+            verdict,
+            ok,
+            run.meta.wall_ms,
+            why,
+        ));
+        runs.push(run);
+        // Re-render after every run so a long catalog shows progress.
+        if let Err(e) = reports::write(&runs, report_dir) {
+            eprintln!("chaos: writing the report: {e:#}");
+        }
+    }
+    println!();
+    println!(
+        "{:<36} {:<9} {:<8} {:<13} {:>7}  result",
+        "scenario", "profile", "expected", "verdict", "wall"
+    );
+    for (name, p, exp, v, ok, wall, why) in &rows {
+        println!(
+            "{:<36} {:<9} {:<8} {:<13} {:>6.0}s  {}{}",
+            name,
+            p.as_str(),
+            exp,
+            v.as_str(),
+            *wall as f64 / 1000.0,
+            if *ok { "ok" } else { "UNEXPECTED: " },
+            if *ok { String::new() } else { why.clone() }
+        );
+    }
+    let met = rows.iter().filter(|r| r.4).count();
+    println!(
+        "{met}/{} run(s) met their expected verdict in {:.1} min; report {}",
+        rows.len(),
+        t0.elapsed().as_secs_f64() / 60.0,
+        report_dir.join("report.html").display()
+    );
+    match worst {
+        None => ExitCode::SUCCESS,
+        Some(v) => ExitCode::from(v.exit_code()),
+    }
+}
+
 async fn real_main(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Reap => {
@@ -289,7 +468,11 @@ async fn real_main(cmd: Cmd) -> Result<()> {
                 path.display()
             );
         }
-        Cmd::List { .. } | Cmd::Validate { .. } | Cmd::Check { .. } | Cmd::Report { .. } => {
+        Cmd::List { .. }
+        | Cmd::Validate { .. }
+        | Cmd::Check { .. }
+        | Cmd::Report { .. }
+        | Cmd::Run { .. } => {
             unreachable!("handled without a runtime")
         }
     }
@@ -305,6 +488,14 @@ fn main() -> ExitCode {
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
         Cmd::Report { runs, out } => return report(runs, out),
+        Cmd::Run {
+            names,
+            all,
+            profile,
+            seed,
+            report_dir,
+            dir,
+        } => return run_cmd(names, *all, *profile, *seed, report_dir, dir),
         _ => {}
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
