@@ -27,8 +27,9 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 # protobuf-compiler: tonic/etcd-client builds; cmake: rdkafka's bundled librdkafka;
 # maven: resolves Kafka's jars from Maven Central; libcurl4-openssl-dev: only its header,
 # which librdkafka 2.12.1 includes under `#ifdef WITH_OAUTHBEARER_OIDC` even when that is 0.
+# chromium: the report's browser test (reports/tests/chromium.rs), headless.
 step "Debian packages"
-wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates libcurl4-openssl-dev)
+wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates libcurl4-openssl-dev chromium)
 missing=()
 for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -111,6 +111,8 @@ pub struct Marker {
     pub x: f64,
     pub t_ms: u64,
     pub title: String,
+    /// `#window` of the log lines around the instant (when the run has logs).
+    pub logs_href: Option<String>,
 }
 
 /// The id of the marker of evidence `e` of check `c` in run `run_idx`.
@@ -236,7 +238,7 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
     let chart_y = y + 4.0;
     let chart = chart(&axis, run, chart_y);
     let plot_bottom = chart_y + CHART_H;
-    let faults = run
+    let mut faults: Vec<FaultRect> = run
         .faults
         .iter()
         .map(|f| {
@@ -268,6 +270,18 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
             }
         })
         .collect();
+    // Labels cut to the room before the next fault's (10px text is wider
+    // than the segments' 9px); the full text stays in the tooltip.
+    let starts: Vec<f64> = faults.iter().map(|f| f.x).collect();
+    let right = LABEL_W + PLOT_W + 20.0;
+    for f in &mut faults {
+        let next = starts
+            .iter()
+            .copied()
+            .filter(|&x| x > f.x)
+            .fold(right, f64::min);
+        f.label = fit(&f.label, (next - f.x) * 9.0 / 10.0);
+    }
     let mut markers = Vec::new();
     for (ci, c) in run.checks.iter().enumerate() {
         if c.verdict == Verdict::Pass {
@@ -280,6 +294,8 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
                     x: axis.x(t),
                     t_ms: t,
                     title: format!("{} {} at {t} ms: {}", c.checker, c.verdict, e.message),
+                    logs_href: (!run.logs.is_empty())
+                        .then(|| format!("#{}", crate::logs::window_id(run_idx, t))),
                 });
             }
         }

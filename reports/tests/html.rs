@@ -271,6 +271,13 @@ fn each_violation_links_to_the_log_lines_around_it() {
             .unwrap_or_else(|| panic!("{h4}"));
         assert!(of > 60, "{h4}");
     }
+    // The timeline's markers lead to the same windows.
+    let marker_links: Vec<&str> = broken
+        .select(&sel("svg .markers g[id] a.marker-logs"))
+        .map(|a| a.attr("href").unwrap())
+        .collect();
+    let evidence_links: Vec<&str> = log_links.iter().map(|a| a.attr("href").unwrap()).collect();
+    assert_eq!(marker_links, evidence_links);
     // The window of the removal-only violation (18 s) shows node 2's error,
     // marks the instant and escapes the text.
     let w18 = broken
@@ -291,6 +298,7 @@ fn each_violation_links_to_the_log_lines_around_it() {
     // Runs without logs have no log links nor windows.
     for sec in [secs[0], secs[2]] {
         assert_eq!(count(sec, "a.log-link"), 0);
+        assert_eq!(count(sec, "a.marker-logs"), 0);
         assert_eq!(count(sec, "details.log-window"), 0);
         assert_eq!(count(sec, "details.container-log"), 0);
     }

@@ -4,6 +4,8 @@
 //! states that flap faster than a pixel, checker evidence, and 5 container
 //! logs of 20,000 lines each. Deterministic (a fixed LCG).
 
+#![allow(dead_code)]
+
 use reports::run_model::*;
 
 pub const SAMPLES: u64 = 10_000;
