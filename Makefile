@@ -3,6 +3,7 @@ SHELL := /bin/bash
 # Toolchains installed by rustup and the Go tarball live outside Debian's PATH.
 export PATH := $(PATH):$(HOME)/.cargo/bin:/usr/local/go/bin
 CARGO ?= cargo
+SEED ?= 1
 REPORT_DIR ?= reports/out
 
 .PHONY: all setup test unit chaos bench reap up fmt clippy
@@ -29,6 +30,7 @@ unit:
 	@$(CARGO) test --workspace --locked --lib --bins
 
 ## chaos: setup, then the scenario catalog on real containers; reports in $(REPORT_DIR).
+## SCENARIOS="a b" runs only those, PROFILE=fix only that profile, SEED=n seeds target choices.
 chaos: setup
 	@echo "==> building the workspace"
 	@$(CARGO) build --workspace --bins --locked
@@ -36,8 +38,11 @@ chaos: setup
 	@bash scripts/build-system-image.sh
 	@echo "==> reaping leftovers of earlier runs"
 	@./target/debug/chaos reap
-	@echo "==> smoke scenario (the catalog grows with the scenario issue)"
+	@echo "==> smoke scenario (producer through Toxiproxy, timeout toxic, recovery)"
 	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
+	@echo "==> scenario catalog: chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) (each scenario x profile on fresh containers; about 1 h 30 on 2 cores)"
+	@./target/debug/chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) --report-dir $(REPORT_DIR)
+	@echo "==> report: $(REPORT_DIR)/report.html, JUnit: $(REPORT_DIR)/junit.xml"
 
 ## bench: data-plane throughput vs a raw rdkafka producer, checkpoint lag (real Kafka), message-center throughput, report rendering (release build).
 bench: setup

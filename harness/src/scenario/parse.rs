@@ -613,11 +613,11 @@ impl Validator<'_> {
                     toxicity,
                     ..
                 } => {
-                    if peer.is_some() && *link != Link::Peers {
+                    if peer.is_some() {
                         self.err(
                             key_at(self, "peer"),
-                            format!("`peer` is set but link = \"{link}\""),
-                            "`peer` restricts a toxic on link = \"peers\"; remove it or set link = \"peers\"",
+                            "`peer` (a toxic between two given nodes) is not supported",
+                            "control messages to a node share one inbound proxy (msg-node-i), so a toxic on link = \"peers\" of the target slows every message to it; remove `peer`",
                         );
                     }
                     if !(0.0..=1.0).contains(toxicity) {
@@ -832,7 +832,6 @@ id = "slow"
 action = "add_toxic"
 target = "maintainer-of:cf1"
 link = "peers"
-peer = "coordinator"
 stream = "downstream"
 toxicity = 0.5
 toxic = { type = "slicer", attributes = { average_size = 64, size_variation = 8, delay = 10 } }
@@ -907,7 +906,7 @@ action = "stop_workload"
             StepKind::AddToxic {
                 target: Target::MaintainerOf("cf1".into()),
                 link: Link::Peers,
-                peer: Some(Target::Coordinator),
+                peer: None,
                 toxic: ToxicKind::Slicer {
                     average_size: 64,
                     size_variation: 8,
@@ -955,7 +954,7 @@ action = "stop_workload"
             ("[[step]]\nid = \"a\"\naction = \"sleep\"\nduration = \"1s\"\n[[step]]\nid = \"a\"\naction = \"sleep\"\nduration = \"1s\"\n", "already used by the step at line"),
             ("[[step]]\naction = \"restart_node\"\ntarget = \"node-of:nope\"\n", "names no earlier step `nope`"),
             ("[[step]]\nid = \"s\"\naction = \"sleep\"\nduration = \"1s\"\n[[step]]\naction = \"restart_node\"\ntarget = \"node-of:s\"\n", "resolves no node"),
-            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\npeer = \"node:1\"\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "`peer` is set but link = \"kafka\""),
+            ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\npeer = \"node:1\"\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "`peer` (a toxic between two given nodes) is not supported"),
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxicity = 1.5\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "not a probability"),
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"latency\", attributes = { latency = 1 } }\n", "missing field `jitter`"),
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"drop\", attributes = { } }\n", "unknown variant `drop`"),

@@ -329,7 +329,8 @@ pub enum StepKind {
     AddToxic {
         target: Target,
         link: Link,
-        /// Only with `link = "peers"`: restrict to messages to/from this peer.
+        /// Rejected by validation (kept to give a clear error): messages to a
+        /// node share one inbound proxy, so no toxic acts between two nodes.
         peer: Option<Target>,
         /// Toxiproxy's shape: `{ type = "latency", attributes = { latency = 500, jitter = 0 } }`.
         toxic: ToxicKind,

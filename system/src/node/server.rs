@@ -348,7 +348,9 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                 let now = now_ms();
                 tokio::select! {
                     Some(e) = inbox.recv() => {
-                        if e.msg.is_cascade_remove() && e.from != id {
+                        // From a peer or from this node's own coordinator
+                        // (the local path): either may be the late copy.
+                        if e.msg.is_cascade_remove() {
                             if let Some(d) = crate::failpoint::hit_ms(crate::failpoint::DELAY_CASCADE_REMOVE) {
                                 tracing::warn!(changefeed = ?e.msg.changefeed(), delay_ms = d.as_millis() as u64, "failpoint: a copy of this cascade remove arrives again later");
                                 mc.deliver_after(e.clone(), d);
