@@ -40,6 +40,9 @@ struct Binding {
     /// Start of the current run of samples where the node lacks a healthy maintainer.
     bad_since: Option<u64>,
     reported: bool,
+    /// Unhealthy maintainers of the changefeed seen on the bound node during
+    /// the binding: (description, first seen, last seen).
+    seen: Vec<(String, u64, u64)>,
 }
 
 /// What a sample shows of the bound node.
@@ -75,9 +78,16 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
                     since: s.t_ms,
                     bad_since: None,
                     reported: false,
+                    seen: Vec::new(),
                 });
             }
             let b = binding.as_mut().expect("set above");
+            for m in unhealthy_on(s, name, &node_id) {
+                match b.seen.iter_mut().find(|(d, _, _)| *d == m) {
+                    Some(e) => e.2 = s.t_ms,
+                    None => b.seen.push((m, s.t_ms, s.t_ms)),
+                }
+            }
             match judge_node(s, name, &node_id, b.epoch) {
                 Seen::Healthy => b.bad_since = None,
                 Seen::Unknown => {}
@@ -85,10 +95,26 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
                     let bad_since = *b.bad_since.get_or_insert(s.t_ms);
                     if !b.reported && s.t_ms >= bad_since + bound {
                         b.reported = true;
+                        let history = if b.seen.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                "; while bound, that node hosted {}",
+                                b.seen
+                                    .iter()
+                                    .map(|(d, t0, t1)| format!(
+                                        "{d} from {} to {}",
+                                        secs(*t0),
+                                        secs(*t1)
+                                    ))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        };
                         evidence.push(at(
                             s.t_ms,
                             format!(
-                                "{name}: the coordinator has said since {} ms that it is replicating on node {node_id} (epoch {}), but for {} {msg}",
+                                "{name}: the coordinator has said since {} ms that it is replicating on node {node_id} (epoch {}), but for {} {msg}{history}",
                                 b.since,
                                 b.epoch,
                                 secs(s.t_ms - bad_since)
@@ -99,6 +125,27 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
             }
         }
     }
+}
+
+/// The maintainers of `cf` on node `node_id` that could not be the bound
+/// one (never bootstrapped, removal-only or removing), described without
+/// their changing checkpoint.
+fn unhealthy_on(s: &Sample, cf: &str, node_id: &str) -> Vec<String> {
+    s.nodes
+        .iter()
+        .filter(|n| n.reachable && n.node_id.as_deref() == Some(node_id))
+        .flat_map(|n| n.maintainers.iter())
+        .filter(|m| m.changefeed == cf && (!m.bootstrap_done || m.removal_only || m.removing))
+        .map(|m| {
+            format!(
+                "a {}maintainer of epoch {} (bootstrap_done={}{})",
+                if m.removal_only { "removal-only " } else { "" },
+                m.epoch,
+                m.bootstrap_done,
+                if m.removing { ", removing" } else { "" }
+            )
+        })
+        .collect()
 }
 
 /// Whether node `node_id` hosts a healthy maintainer of `cf` at `epoch`.
@@ -261,6 +308,27 @@ mod tests {
                 .iter()
                 .any(|e| e.message.contains("has lived 10.0s")),
             "{r:?}"
+        );
+    }
+
+    /// As in the real run: R completes (and vanishes) before the bound, so
+    /// at the finding the node hosts nothing; the evidence still names R.
+    #[test]
+    fn names_the_removal_only_maintainer_even_after_it_left() {
+        let mut run = fixtures::seed_bug();
+        // The binding starts at 13 s; R is gone 2 s later.
+        for s in run.samples.iter_mut().filter(|s| s.t_ms > 15_000) {
+            for n in &mut s.nodes {
+                n.maintainers.retain(|m| !m.removal_only);
+            }
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        let m = &r.evidence[0].message;
+        assert!(m.contains("hosts no maintainer of it"), "{m}");
+        assert!(
+            m.contains("while bound, that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=false)"),
+            "{m}"
         );
     }
 

@@ -70,6 +70,8 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,rdkafka=warn".into()),
         )
+        // Colour only on a terminal: container logs go into run.json and the report.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let a = Args::parse();
     let cfg = NodeConfig {
