@@ -961,57 +961,28 @@ impl StepDone {
     }
 }
 
-/// Whether a judged run meets what its scenario expects under its profile:
-/// `pass` needs PASS; `fail` needs FAIL with every checker of
-/// `expect.failing_checkers` among the failing ones. The string says why not.
+/// Whether a judged run meets what its scenario expects under its profile
+/// ([`Scenario::check_expectation`]); the string says what was seen or why not.
 pub fn meets_expectation(sc: &Scenario, profile: Profile, run: &Run) -> (bool, String) {
     use crate::run_model::Verdict;
-    use crate::scenario::Expected;
     let verdict = run.verdict.unwrap_or(Verdict::Error);
-    let Some(expected) = sc.expect.get(&profile) else {
-        return (
-            false,
-            format!("{} declares no expectation under {profile}", sc.name),
-        );
-    };
-    let failing: Vec<&str> = run
-        .checks
-        .iter()
-        .filter(|c| c.verdict == Verdict::Fail)
-        .map(|c| c.checker.as_str())
-        .collect();
-    match expected {
-        Expected::Pass if verdict == Verdict::Pass => (true, "PASS as expected".into()),
-        Expected::Pass => (
-            false,
-            format!(
-                "expected PASS, got {verdict}{}",
-                if failing.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", failing.join(", "))
-                }
-            ),
-        ),
-        Expected::Fail if verdict == Verdict::Fail => {
-            let absent: Vec<&String> = sc
-                .failing_checkers
+    match sc.check_expectation(profile, &run.checks, verdict) {
+        Ok(()) => {
+            let failing: Vec<&str> = run
+                .checks
                 .iter()
-                .filter(|c| !failing.contains(&c.as_str()))
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| c.checker.as_str())
                 .collect();
-            if absent.is_empty() {
-                (true, format!("FAIL as expected ({})", failing.join(", ")))
+            if failing.is_empty() {
+                (true, format!("{verdict} as expected"))
             } else {
                 (
-                    false,
-                    format!(
-                        "FAIL, but not on {:?} (failing: {})",
-                        absent,
-                        failing.join(", ")
-                    ),
+                    true,
+                    format!("{verdict} as expected ({})", failing.join(", ")),
                 )
             }
         }
-        Expected::Fail => (false, format!("expected FAIL, got {verdict}")),
+        Err(why) => (false, why),
     }
 }
