@@ -329,6 +329,7 @@ impl Runner<'_> {
                     .restart_node(slot as usize - 1, NODE_START_TIMEOUT)
                     .await?;
                 let new_id = self.new_identity(slot, &old).await?;
+                self.reapply_after_restart(slot).await?;
                 effects.push(self.push_effect(
                     id,
                     EffectKind::NodeRestarted {
@@ -441,6 +442,39 @@ impl Runner<'_> {
         })
     }
 
+    /// A new process starts with no failpoint set: the failpoints of faults
+    /// still open on this slot (and a peers partition's outbound drop) are
+    /// set again, so a fault on a node outlives its restarts until healed.
+    async fn reapply_after_restart(&mut self, slot: u32) -> Result<()> {
+        let again: Vec<(String, String)> = self
+            .open
+            .iter()
+            .filter_map(|(id, f)| match f {
+                OpenFault::Failpoint { slot: s, name, .. } if *s == slot => {
+                    let value = self.sc.steps.iter().find_map(|st| match (&st.id, &st.kind) {
+                        (Some(sid), StepKind::EnableFailpoint { value, .. }) if sid == id => {
+                            Some(value.clone())
+                        }
+                        _ => None,
+                    })?;
+                    Some((name.clone(), value))
+                }
+                OpenFault::Partition {
+                    peers_of: Some(s), ..
+                } if *s == slot => Some((
+                    DROP_ALL_OUTBOUND.0.to_string(),
+                    DROP_ALL_OUTBOUND.1.to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        for (name, value) in again {
+            self.set_failpoint(slot, &name, &value).await?;
+            self.say(format_args!("  failpoint {name}={value} set again on restarted node {slot}"));
+        }
+        Ok(())
+    }
+
     /// Starts a killed node again and records its new identity.
     async fn start_again(&mut self, id: &str, slot: u32) -> Result<crate::run_model::Effect> {
         let old = self
@@ -452,6 +486,7 @@ impl Runner<'_> {
             .start_node(slot as usize - 1, NODE_START_TIMEOUT)
             .await?;
         let new_id = self.new_identity(slot, &old).await?;
+        self.reapply_after_restart(slot).await?;
         Ok(self.push_effect(
             id,
             EffectKind::NodeRestarted {
