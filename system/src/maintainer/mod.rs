@@ -338,8 +338,14 @@ impl Maintainer {
             }
             return vec![];
         }
-        if self.removing.is_some() {
-            // TiCDC re-checks completion on a further remove event.
+        if let Some(r) = &mut self.removing {
+            // TiCDC re-checks completion on a further remove event (the stop
+            // operator re-sends its remove every ~500 ms), counting only the
+            // nodes alive now: a node that left owes no ACK (reference §4.1
+            // F9/F10). A removal-only maintainer gets no further remove, so
+            // it stays stuck when its last un-ACKed node leaves (§4.6-1)
+            // unless the profile re-checks on membership changes.
+            r.pending.retain(|n| alive.contains(n));
             self.check_removal_done(now);
             return vec![];
         }
@@ -394,5 +400,43 @@ impl Maintainer {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[&str]) -> BTreeSet<NodeId> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A cascade close waiting for a node that then left: the stop
+    /// operator's next remove completes it (reference §4.1 F9/F10); without
+    /// a further remove, pre-fix and fix stay stuck (§4.6-1) and hardened
+    /// completes on its own tick.
+    #[test]
+    fn a_departed_node_owes_no_close_ack_at_the_next_remove() {
+        let start = |m: &mut Maintainer, p| {
+            m.on_remove(p, 1, true, &ids(&["a", "b"]), 0);
+            m.on_close_response(p, &"a".to_string(), 1, true, 10);
+            assert_eq!(m.state, ComponentState::Working, "b has not ACKed");
+        };
+        for p in [Profile::PreFix, Profile::Fix, Profile::Hardened] {
+            let mut m = Maintainer::new("cf1", 1, 1, ChangefeedConfig::default(), 0);
+            start(&mut m, p);
+            // b leaves; the ticks alone do not finish it before hardening.
+            m.tick(p, &ids(&["a"]), 20_000);
+            let stuck = m.state != ComponentState::Stopped;
+            assert_eq!(stuck, !p.removal_rechecks_on_membership(), "{p}");
+            // The stop operator re-sends its remove: done in every profile.
+            m.on_remove(p, 1, true, &ids(&["a"]), 20_500);
+            assert_eq!(m.state, ComponentState::Stopped, "{p}");
+        }
+        // Negative: while b is still alive, a further remove does not finish it.
+        let mut m = Maintainer::new("cf1", 1, 1, ChangefeedConfig::default(), 0);
+        start(&mut m, Profile::Fix);
+        m.on_remove(Profile::Fix, 1, true, &ids(&["a", "b"]), 500);
+        assert_eq!(m.state, ComponentState::Working);
     }
 }
