@@ -451,12 +451,16 @@ impl Runner<'_> {
             .iter()
             .filter_map(|(id, f)| match f {
                 OpenFault::Failpoint { slot: s, name, .. } if *s == slot => {
-                    let value = self.sc.steps.iter().find_map(|st| match (&st.id, &st.kind) {
-                        (Some(sid), StepKind::EnableFailpoint { value, .. }) if sid == id => {
-                            Some(value.clone())
-                        }
-                        _ => None,
-                    })?;
+                    let value = self
+                        .sc
+                        .steps
+                        .iter()
+                        .find_map(|st| match (&st.id, &st.kind) {
+                            (Some(sid), StepKind::EnableFailpoint { value, .. }) if sid == id => {
+                                Some(value.clone())
+                            }
+                            _ => None,
+                        })?;
                     Some((name.clone(), value))
                 }
                 OpenFault::Partition {
@@ -470,7 +474,9 @@ impl Runner<'_> {
             .collect();
         for (name, value) in again {
             self.set_failpoint(slot, &name, &value).await?;
-            self.say(format_args!("  failpoint {name}={value} set again on restarted node {slot}"));
+            self.say(format_args!(
+                "  failpoint {name}={value} set again on restarted node {slot}"
+            ));
         }
         Ok(())
     }
