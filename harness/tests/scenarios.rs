@@ -179,10 +179,16 @@ fn chaos_list_shows_expected_verdicts_per_profile() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let seed = stdout
         .lines()
-        .find(|l| l.starts_with("stale-cascade-remove"))
+        .find(|l| l.starts_with("stale-cascade-remove "))
         .expect("seed listed");
     let cols: Vec<&str> = seed.split_whitespace().collect();
     assert_eq!(&cols[3..], ["fail", "pass", "pass"], "{seed}");
+    let restart = stdout
+        .lines()
+        .find(|l| l.starts_with("stale-cascade-remove-restart "))
+        .expect("hazard 4.6-1 listed");
+    let cols: Vec<&str> = restart.split_whitespace().collect();
+    assert_eq!(&cols[3..], ["fail", "fail", "pass"], "{restart}");
     let drop = stdout
         .lines()
         .find(|l| l.starts_with("drop-messages-with-restarts"))
