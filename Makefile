@@ -40,7 +40,7 @@ chaos: setup
 	@./target/debug/chaos reap
 	@echo "==> smoke scenario (producer through Toxiproxy, timeout toxic, recovery)"
 	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
-	@echo "==> scenario catalog: chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) (each scenario x profile on fresh containers; about 1 h 30 on 2 cores)"
+	@echo "==> scenario catalog: chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) (each scenario x profile on fresh containers; about 1 h on 2 cores)"
 	@./target/debug/chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) --report-dir $(REPORT_DIR)
 	@echo "==> report: $(REPORT_DIR)/report.html, JUnit: $(REPORT_DIR)/junit.xml"
 

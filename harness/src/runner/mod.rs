@@ -405,13 +405,7 @@ impl<'a> Runner<'a> {
             chrono::DateTime::from_timestamp_millis(self.clock.started_at_ms)
                 .unwrap_or_default()
                 .to_rfc3339();
-        let period = self
-            .sc
-            .cluster
-            .timing
-            .sample_period
-            .map(|d| d.0)
-            .unwrap_or(Duration::from_secs(1));
+        let period = self.sample_period();
         self.observer = Some(Observer::start(self.probe.clone(), self.clock, period));
         Ok(())
     }
@@ -577,14 +571,18 @@ impl<'a> Runner<'a> {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         // Two more sampling periods so the record shows the end state.
-        let period = self
-            .sc
+        let period = self.sample_period();
+        tokio::time::sleep(period * 2 + Duration::from_millis(100)).await;
+    }
+
+    /// The observer's period (`cluster.timing.sample_period`, 1 s by default).
+    fn sample_period(&self) -> Duration {
+        self.sc
             .cluster
             .timing
             .sample_period
             .map(|d| d.0)
-            .unwrap_or(Duration::from_secs(1));
-        tokio::time::sleep(period * 2 + Duration::from_millis(100)).await;
+            .unwrap_or(Duration::from_secs(1))
     }
 
     /// Sleeps, polling failpoint hits on the way.
