@@ -6,7 +6,11 @@
 //! request to every alive node and is `bootstrap_done` once all answered.
 //! Its checkpoint is the min of the nodes' watermarks, only once every
 //! hosting node reported. A cascade remove closes the changefeed's
-//! dispatcher managers on every alive node and completes when all ACKed.
+//! dispatcher managers on every alive node and completes when all ACKed;
+//! completion is re-checked, against the nodes alive then, when a close
+//! response or a further remove arrives (and, under `hardened`, on every
+//! membership change), so a removal-only maintainer whose last un-ACKed node
+//! left stays stuck before hardening (hazard §4.6-1).
 //! The **removal-only** maintainer (TiCDC `NewMaintainerForRemove`) is made
 //! for a cascade remove of an absent maintainer: checkpoint 1, `Working`,
 //! never bootstraps, only closes.
