@@ -396,6 +396,15 @@ impl Maintainer {
             return out;
         }
         out.extend(self.reassign_orphans(alive));
+        // A node asked to host more tables answers with a bootstrap
+        // response; the request or the answer may be lost (a dropped
+        // message, a broken stream), so it is re-sent until answered, as
+        // TiCDC's scheduling operators re-send theirs.
+        self.awaiting.retain(|n| alive.contains(n));
+        if !self.awaiting.is_empty() && now >= self.bootstrap_last_sent_ms + BOOTSTRAP_RESEND_MS {
+            self.bootstrap_last_sent_ms = now;
+            out.extend(self.bootstrap_requests(&self.awaiting.clone()));
+        }
         self.watermarks.retain(|n, _| alive.contains(n));
         if !self.watermarks.is_empty() && self.watermarks.values().all(|w| w.is_some()) {
             let min = self.watermarks.values().map(|w| w.unwrap()).min().unwrap();
@@ -442,5 +451,39 @@ mod tests {
         start(&mut m, Profile::Fix);
         m.on_remove(Profile::Fix, 1, true, &ids(&["a", "b"]), 500);
         assert_eq!(m.state, ComponentState::Working);
+    }
+
+    /// A table scheduled on a node after bootstrap: the request (or its
+    /// answer) is lost, so the tick re-sends it until the node answers;
+    /// without the answer the checkpoint cannot advance.
+    #[test]
+    fn a_lost_scheduling_request_is_sent_again_until_answered() {
+        let p = Profile::Fix;
+        let config = ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: vec!["db.t1".into()],
+        };
+        let mut m = Maintainer::new("cf1", 1, 1, config, 0);
+        let alive = ids(&["a"]);
+        assert_eq!(m.start_bootstrap(0, &alive).len(), 1);
+        // a hosts nothing yet: t1 is scheduled on it; that request is lost.
+        let lost = m.on_bootstrap_response(p, &"a".to_string(), 1, 1, vec![], &alive);
+        assert_eq!(lost.len(), 1);
+        assert!(m.bootstrap_done);
+        let again = m.tick(p, &alive, 600);
+        assert!(
+            again.iter().any(|(to, msg)| to == "a"
+                && matches!(msg, Message::BootstrapRequest { tables, .. } if tables == &vec!["db.t1".to_string()])),
+            "{again:?}"
+        );
+        // Answered: nothing more is sent, and the checkpoint can move.
+        m.on_bootstrap_response(p, &"a".to_string(), 1, 5, vec!["db.t1".into()], &alive);
+        let quiet = m.tick(p, &alive, 1_200);
+        assert!(
+            !quiet
+                .iter()
+                .any(|(_, msg)| matches!(msg, Message::BootstrapRequest { .. })),
+            "{quiet:?}"
+        );
     }
 }
