@@ -385,10 +385,18 @@ impl Maintainer {
         }
         if !self.bootstrap_done {
             // Departed nodes are dropped from the bootstrap (all profiles, as TiCDC's bootstrapper).
+            // When the last node it waited for departs instead of answering,
+            // the bootstrap ends as on a last answer: tables nobody hosts are
+            // scheduled on the nodes alive now (TiCDC's bootstrapper checks
+            // for completion on a node's removal too). Without this a
+            // changefeed whose dispatchers were all closed (a cascade stop)
+            // had no watermark here and never finished bootstrapping.
             self.bootstrap_pending.retain(|n| alive.contains(n));
-            if self.bootstrap_pending.is_empty() && !self.watermarks.is_empty() {
+            if self.bootstrap_pending.is_empty() && !alive.is_empty() {
+                out.extend(self.schedule_missing(alive));
                 self.bootstrap_done = true;
                 self.status_changed = true;
+                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, assignment = ?self.assignment, "maintainer bootstrapped (the last node it waited for left)");
             } else if now >= self.bootstrap_last_sent_ms + BOOTSTRAP_RESEND_MS {
                 self.bootstrap_last_sent_ms = now;
                 out.extend(self.bootstrap_requests(&self.bootstrap_pending.clone()));
@@ -451,6 +459,38 @@ mod tests {
         start(&mut m, Profile::Fix);
         m.on_remove(Profile::Fix, 1, true, &ids(&["a", "b"]), 500);
         assert_eq!(m.state, ComponentState::Working);
+    }
+
+    /// The bootstrap waits for a node that leaves instead of answering,
+    /// and the nodes that did answer host nothing (every dispatcher was
+    /// closed by a cascade stop): once it leaves, the bootstrap ends and the
+    /// tables are scheduled. Found by `node-restart-during-cascade-close`
+    /// under `hardened` when the restarted node's old incarnation was still
+    /// in the alive set as the new maintainer started.
+    #[test]
+    fn a_bootstrap_ends_when_the_node_it_waits_for_leaves() {
+        let p = Profile::Hardened;
+        let config = ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: vec!["db.t1".into(), "db.t2".into()],
+        };
+        let mut m = Maintainer::new("cf1", 2, 1, config, 0);
+        assert_eq!(m.start_bootstrap(0, &ids(&["a", "old-b"])).len(), 2);
+        let none =
+            m.on_bootstrap_response(p, &"a".to_string(), 2, 1, vec![], &ids(&["a", "old-b"]));
+        assert!(none.is_empty() && !m.bootstrap_done);
+        // Negative: while old-b is alive the bootstrap waits (and re-sends to it).
+        let resent = m.tick(p, &ids(&["a", "old-b"]), 600);
+        assert!(!m.bootstrap_done);
+        assert!(resent.iter().all(|(to, _)| to == "old-b"), "{resent:?}");
+        // old-b leaves: done, and both tables go to a.
+        let out = m.tick(p, &ids(&["a"]), 1_200);
+        assert!(m.bootstrap_done);
+        assert!(
+            out.iter().any(|(to, msg)| to == "a"
+                && matches!(msg, Message::BootstrapRequest { tables, .. } if tables.len() == 2)),
+            "{out:?}"
+        );
     }
 
     /// A table scheduled on a node after bootstrap: the request (or its
