@@ -146,8 +146,21 @@ pub struct Cluster {
     upstream_endpoint: Option<String>,
     verifier_bootstrap: String,
     etcd_endpoint: String,
+    startup: Startup,
     // Dropped last: removes whatever the container handles left behind.
     guard: RunGuard,
+}
+
+/// How long [`Cluster::start`] took to reach each stage, from its call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Startup {
+    /// Every infrastructure container created and started.
+    pub containers_ms: u64,
+    /// etcd healthy, Toxiproxy's proxies made, the upstream and Kafka
+    /// answering (through every host-side link).
+    pub infra_ms: u64,
+    /// Every node's API answering: the cluster is ready.
+    pub nodes_ms: u64,
 }
 
 /// A `cdc-server` container.
@@ -186,8 +199,8 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    const POLL: Duration = Duration::from_millis(100);
     let start = Instant::now();
-    let mut delay = Duration::from_millis(100);
     loop {
         match probe().await {
             Ok(v) => {
@@ -202,8 +215,8 @@ where
                 return Err(e.context(format!("{what}: not ready after {timeout:?}")));
             }
             Err(_) => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(1));
+                // Short, flat polling: readiness is usually a second or two away.
+                tokio::time::sleep(POLL).await;
             }
         }
     }
@@ -420,7 +433,9 @@ impl Cluster {
             ));
         }
 
-        // etcd and Toxiproxy first (Kafka's advertised addresses point at the proxies).
+        // Every container at once; then every readiness probe at once; then
+        // the nodes at once (they dial etcd, the upstream and Kafka through
+        // the proxies, which exist by then).
         let etcd_req = request(images::etcd(), &run, &network, "etcd")
             .with_mapped_port(etcd_host_port, ETCD_CLIENT_PORT.tcp())
             .with_cmd([
@@ -439,49 +454,6 @@ impl Cluster {
         for (host, container) in &toxi_published {
             toxi_req = toxi_req.with_mapped_port(*host, ContainerPort::Tcp(*container));
         }
-        let (etcd, toxiproxy) = tokio::try_join!(
-            async { etcd_req.start().await.context("starting etcd") },
-            async { toxi_req.start().await.context("starting Toxiproxy") },
-        )?;
-
-        let etcd_endpoint = format!("127.0.0.1:{etcd_host_port}");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()?;
-        let health_url = format!("http://{etcd_endpoint}/health");
-        let etcd_ready = wait_until("etcd /health", spec.startup_timeout, || {
-            let (http, url) = (http.clone(), health_url.clone());
-            async move {
-                let body = http.get(&url).send().await?.text().await?;
-                if body.contains("\"health\":\"true\"") {
-                    Ok(())
-                } else {
-                    bail!("etcd /health said {body}")
-                }
-            }
-        })
-        .await;
-        if let Err(e) = etcd_ready {
-            return Err(e.context(format!("etcd log tail:\n{}", log_tail(&etcd, 20).await)));
-        }
-
-        let toxi = toxiproxy::Client::new(format!("http://127.0.0.1:{toxi_host_port}"));
-        let version = wait_until("Toxiproxy /version", spec.startup_timeout, || {
-            let toxi = toxi.clone();
-            async move { Ok(toxi.version().await?) }
-        })
-        .await?;
-        if !version.contains(images::toxiproxy().tag) {
-            bail!(
-                "Toxiproxy answers version {version}, but {} is pinned: rebuild with `make setup`",
-                images::toxiproxy()
-            );
-        }
-        toxi.populate(&proxies)
-            .await
-            .context("creating the link proxies")?;
-        tracing::info!(toxiproxy = %version, proxies = proxies.len(), "Toxiproxy ready");
-
         let kafka_req = request(images::kafka(), &run, &network, "kafka")
             .with_mapped_port(verifier_port, KAFKA_VERIFIER_PORT.tcp())
             .with_env_var("KAFKA_CFG_LISTENERS", listeners.join(","))
@@ -494,10 +466,8 @@ impl Cluster {
             // checkpoint audit can tell what Kafka held at a given instant.
             .with_env_var("KAFKA_CFG_LOG_MESSAGE_TIMESTAMP_TYPE", "LogAppendTime")
             .with_startup_timeout(spec.startup_timeout);
-        let kafka = kafka_req.start().await.context("starting Kafka")?;
-
-        let (upstream, upstream_endpoint) = if spec.upstream {
-            let req = request(images::system(), &run, &network, "upstream")
+        let upstream_req = spec.upstream.then(|| {
+            request(images::system(), &run, &network, "upstream")
                 .with_mapped_port(upstream_host_port, UPSTREAM_PORT.tcp())
                 .with_cmd([
                     "upstream",
@@ -506,17 +476,76 @@ impl Cluster {
                     "--data-dir",
                     "/var/lib/upstream",
                 ])
-                .with_startup_timeout(spec.startup_timeout);
-            let c = req.start().await.context("starting the upstream")?;
-            let endpoint = format!("http://127.0.0.1:{upstream_host_port}");
-            let ready = wait_upstream_ready(&endpoint, spec.startup_timeout).await;
-            if let Err(e) = ready {
-                return Err(e.context(format!("upstream log tail:\n{}", log_tail(&c, 20).await)));
+                .with_startup_timeout(spec.startup_timeout)
+        });
+        let (etcd, toxiproxy, kafka, upstream) = tokio::try_join!(
+            async { etcd_req.start().await.context("starting etcd") },
+            async { toxi_req.start().await.context("starting Toxiproxy") },
+            async { kafka_req.start().await.context("starting Kafka") },
+            async {
+                match upstream_req {
+                    Some(r) => Ok(Some(r.start().await.context("starting the upstream")?)),
+                    None => Ok(None),
+                }
+            },
+        )?;
+        let containers_ms = t0.elapsed().as_millis() as u64;
+
+        let etcd_endpoint = format!("127.0.0.1:{etcd_host_port}");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let health_url = format!("http://{etcd_endpoint}/health");
+        let etcd_ready = async {
+            let r = wait_until("etcd /health", spec.startup_timeout, || {
+                let (http, url) = (http.clone(), health_url.clone());
+                async move {
+                    let body = http.get(&url).send().await?.text().await?;
+                    if body.contains("\"health\":\"true\"") {
+                        Ok(())
+                    } else {
+                        bail!("etcd /health said {body}")
+                    }
+                }
+            })
+            .await;
+            match r {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.context(format!("etcd log tail:\n{}", log_tail(&etcd, 20).await))),
             }
-            (Some(c), Some(endpoint))
-        } else {
-            (None, None)
         };
+        let toxi = toxiproxy::Client::new(format!("http://127.0.0.1:{toxi_host_port}"));
+        let toxi_ready = async {
+            let version = wait_until("Toxiproxy /version", spec.startup_timeout, || {
+                let toxi = toxi.clone();
+                async move { Ok(toxi.version().await?) }
+            })
+            .await?;
+            if !version.contains(images::toxiproxy().tag) {
+                bail!(
+                    "Toxiproxy answers version {version}, but {} is pinned: rebuild with `make setup`",
+                    images::toxiproxy()
+                );
+            }
+            toxi.populate(&proxies)
+                .await
+                .context("creating the link proxies")?;
+            tracing::info!(toxiproxy = %version, proxies = proxies.len(), "Toxiproxy ready");
+            Ok(())
+        };
+        let upstream_endpoint = spec
+            .upstream
+            .then(|| format!("http://127.0.0.1:{upstream_host_port}"));
+        let upstream_ready = async {
+            let (Some(c), Some(endpoint)) = (&upstream, &upstream_endpoint) else {
+                return Ok(());
+            };
+            match wait_upstream_ready(endpoint, spec.startup_timeout).await {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.context(format!("upstream log tail:\n{}", log_tail(c, 20).await))),
+            }
+        };
+        tokio::try_join!(etcd_ready, toxi_ready, upstream_ready)?;
 
         let mut cluster = Cluster {
             run,
@@ -533,16 +562,25 @@ impl Cluster {
             upstream_endpoint,
             verifier_bootstrap: format!("127.0.0.1:{verifier_port}"),
             etcd_endpoint,
+            startup: Startup::default(),
             guard,
         };
+        // Through the proxies: they exist now.
         if let Err(e) = cluster.wait_kafka_ready(spec.startup_timeout).await {
             let tail = log_tail(&cluster.kafka, 30).await;
             return Err(e.context(format!("Kafka log tail:\n{tail}")));
         }
-        for i in 0..spec.nodes {
-            let n = cluster.start_node_container(i, &spec).await?;
-            cluster.nodes.push(n);
-        }
+        let infra_ms = t0.elapsed().as_millis() as u64;
+        let nodes = futures::future::try_join_all(
+            (0..spec.nodes).map(|i| cluster.start_node_container(i, &spec)),
+        )
+        .await?;
+        cluster.nodes = nodes;
+        cluster.startup = Startup {
+            containers_ms,
+            infra_ms,
+            nodes_ms: t0.elapsed().as_millis() as u64,
+        };
         tracing::info!(
             run = %cluster.run,
             elapsed_ms = t0.elapsed().as_millis() as u64,
@@ -640,6 +678,11 @@ impl Cluster {
             container,
             api,
         })
+    }
+
+    /// How long the start took, by stage.
+    pub fn startup(&self) -> Startup {
+        self.startup
     }
 
     /// The `cdc-server` containers, `node-0` first.
