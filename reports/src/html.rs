@@ -30,6 +30,8 @@ struct RunView {
     git_revision: String,
     started_at: String,
     wall: String,
+    /// `early` (with what settled the verdict, and when) or `full`.
+    mode: String,
     bounds: String,
     images: Vec<(String, String)>,
     steps: Vec<StepView>,
@@ -189,6 +191,16 @@ fn view(i: usize, run: &Run) -> RunView {
         git_revision: m.git_revision.clone(),
         started_at: m.started_at.clone(),
         wall: format!("{:.1} s", m.wall_ms as f64 / 1000.0),
+        mode: match &m.stopped_early {
+            Some(e) => format!(
+                "{}: stopped at {:.1} s ({}: {})",
+                m.mode.as_str(),
+                e.t_ms as f64 / 1000.0,
+                e.cause,
+                e.reason
+            ),
+            None => m.mode.as_str().to_string(),
+        },
         bounds: format!(
             "recover {} ms, maintainer bootstrap {} ms, removal-only {} ms",
             run.bounds.recover_ms, run.bounds.maintainer_bootstrap_ms, run.bounds.removal_only_ms
@@ -220,6 +232,9 @@ fn view(i: usize, run: &Run) -> RunView {
                         format!("failed: {message}")
                     }
                     crate::run_model::StepOutcome::Skipped => "skipped".into(),
+                    crate::run_model::StepOutcome::Interrupted => {
+                        "interrupted (verdict settled)".into()
+                    }
                 },
             })
             .collect(),

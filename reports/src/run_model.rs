@@ -70,6 +70,52 @@ pub struct RunMeta {
     /// not start). `None` on runs recorded before the field existed.
     #[serde(default)]
     pub error_class: Option<ErrorClass>,
+    /// How the run was observed: `early` stops injecting and waiting once
+    /// the verdict is settled; `full` runs every step and the whole
+    /// recovery tail. Runs recorded before the field existed are `full`.
+    #[serde(default)]
+    pub mode: RunMode,
+    /// Set when an `early` run stopped before its timeline ended: when, and
+    /// what settled the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<EarlyStop>,
+    /// Wall time before t = 0: the cluster's start and the changefeeds
+    /// replicating. `None` on runs recorded before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_ms: Option<u64>,
+}
+
+/// How much of a run is carried out once its verdict can no longer change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunMode {
+    /// Stop injecting and waiting when a safety violation is established or
+    /// a wait with `on_timeout = "abort"` timed out; heal, verify, judge.
+    Early,
+    /// Every step and the whole recovery tail (for diagnosis).
+    #[default]
+    Full,
+}
+
+impl RunMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Early => "early",
+            RunMode::Full => "full",
+        }
+    }
+}
+
+/// Why an `early` run stopped before its timeline ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlyStop {
+    /// When the verdict was settled (run clock).
+    pub t_ms: u64,
+    /// The checker whose violation settled it, or `abort` for a wait with
+    /// `on_timeout = "abort"` that timed out.
+    pub cause: String,
+    /// What was seen.
+    pub reason: String,
 }
 
 /// The class of an ERROR verdict's cause.
@@ -161,6 +207,9 @@ pub enum StepOutcome {
     },
     /// Not run (the timeline was aborted before it).
     Skipped,
+    /// Cut short: the run's verdict was settled while the step was under way
+    /// (an `early` run, see [`RunMeta::stopped_early`]).
+    Interrupted,
 }
 
 /// An observed effect of a step or fault.
@@ -449,6 +498,9 @@ impl Run {
                 wall_ms: 0,
                 harness_error: None,
                 error_class: None,
+                mode: RunMode::Full,
+                stopped_early: None,
+                startup_ms: None,
             },
             bounds,
             changefeeds: Vec::new(),

@@ -21,31 +21,87 @@ use crate::run_model::{CheckResult, Evidence, Run, Verdict};
 /// A checker: a pure function of the run.
 pub type Checker = fn(&Run) -> CheckResult;
 
-/// Every checker, by name.
-pub const ALL: &[(&str, Checker)] = &[
-    (recovers::NAME, recovers::check),
-    (no_broken_maintainer::NAME, no_broken_maintainer::check),
-    (no_data_loss::NAME, no_data_loss::check),
-    (checkpoint_monotonic::NAME, checkpoint_monotonic::check),
-    (single_coordinator::NAME, single_coordinator::check),
-    (faults_bit::NAME, faults_bit::check),
+/// A checker and when its FAIL, seen on the samples so far, is final.
+pub struct CheckerDef {
+    pub name: &'static str,
+    pub check: Checker,
+    pub settles: Settles,
+}
+
+/// When a checker's FAIL on a partial record can no longer be undone by
+/// later samples, so an `early` run may stop on it (see [`settled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settles {
+    /// A safety property: evidence only accumulates, a FAIL is final at once.
+    Always,
+    /// A bound counted from the last heal (*recovers*): final once no fault
+    /// is open and no step ahead injects or heals one, since a later heal
+    /// would move the deadline.
+    WhenNoFaultAhead,
+    /// Judged only on the finished record (the data, the faults' effects).
+    AtTheEnd,
+}
+
+/// Every checker.
+pub const ALL: &[CheckerDef] = &[
+    CheckerDef {
+        name: recovers::NAME,
+        check: recovers::check,
+        settles: Settles::WhenNoFaultAhead,
+    },
+    CheckerDef {
+        name: no_broken_maintainer::NAME,
+        check: no_broken_maintainer::check,
+        settles: Settles::Always,
+    },
+    CheckerDef {
+        name: no_data_loss::NAME,
+        check: no_data_loss::check,
+        settles: Settles::AtTheEnd,
+    },
+    CheckerDef {
+        name: checkpoint_monotonic::NAME,
+        check: checkpoint_monotonic::check,
+        settles: Settles::Always,
+    },
+    CheckerDef {
+        name: single_coordinator::NAME,
+        check: single_coordinator::check,
+        settles: Settles::Always,
+    },
+    CheckerDef {
+        name: faults_bit::NAME,
+        check: faults_bit::check,
+        settles: Settles::AtTheEnd,
+    },
 ];
 
 /// The checker names, for scenario files (`expect.failing_checkers`).
-pub const NAMES: &[&str] = &[
-    recovers::NAME,
-    no_broken_maintainer::NAME,
-    no_data_loss::NAME,
-    checkpoint_monotonic::NAME,
-    single_coordinator::NAME,
-    faults_bit::NAME,
-];
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ALL.iter().map(|c| c.name)
+}
+
+/// The checkers whose FAIL on the run as recorded so far is final
+/// ([`Settles`]); `fault_ahead` says whether a step still to come injects or
+/// heals a fault. Once this is not empty the run's verdict is FAIL whatever
+/// comes later.
+pub fn settled(run: &Run, fault_ahead: bool) -> Vec<CheckResult> {
+    ALL.iter()
+        .filter(|c| match c.settles {
+            Settles::Always => true,
+            Settles::WhenNoFaultAhead => !fault_ahead,
+            Settles::AtTheEnd => false,
+        })
+        .map(|c| (c.check)(run))
+        .filter(|r| r.verdict == Verdict::Fail)
+        .collect()
+}
 
 /// Runs every checker and combines the verdicts. A run that recorded a
 /// harness error, or whose record is not well formed (see [`well_formed`]),
 /// is ERROR whatever the checkers say; the latter adds a `run-model` result.
 pub fn judge(run: &Run) -> (Vec<CheckResult>, Verdict) {
-    let mut results: Vec<CheckResult> = ALL.iter().map(|(_, check)| check(run)).collect();
+    let mut results: Vec<CheckResult> = ALL.iter().map(|c| (c.check)(run)).collect();
     let problems = well_formed(run);
     if !problems.is_empty() {
         results.push(result(
@@ -155,7 +211,7 @@ mod tests {
             );
         }
         assert_eq!(verdict, Verdict::Pass);
-        assert_eq!(results.len(), NAMES.len());
+        assert_eq!(results.len(), names().count());
     }
 
     #[test]
@@ -222,6 +278,56 @@ mod tests {
         let problems = well_formed(&run);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(well_formed(&fixtures::healthy()).is_empty());
+    }
+
+    #[test]
+    fn a_safety_fail_settles_the_run_and_a_healthy_one_does_not() {
+        // Negative: nothing fails on a healthy record, with or without faults ahead.
+        assert!(settled(&fixtures::healthy(), true).is_empty());
+        assert!(settled(&fixtures::healthy(), false).is_empty());
+        let run = fixtures::seed_bug();
+        let with_fault_ahead: Vec<String> =
+            settled(&run, true).into_iter().map(|r| r.checker).collect();
+        assert_eq!(with_fault_ahead, [no_broken_maintainer::NAME]);
+        // *recovers* settles only once no step ahead can move its deadline.
+        let none_ahead: Vec<String> = settled(&run, false)
+            .into_iter()
+            .map(|r| r.checker)
+            .collect();
+        assert_eq!(none_ahead, [recovers::NAME, no_broken_maintainer::NAME]);
+    }
+
+    #[test]
+    fn a_safety_fail_stays_when_more_samples_come() {
+        // Settling is sound only if a FAIL on a prefix of the samples stays a
+        // FAIL on the whole record: checked on every prefix of the seed run.
+        let run = fixtures::seed_bug();
+        let mut failed_at = None;
+        for n in 0..=run.samples.len() {
+            let prefix = Run {
+                samples: run.samples[..n].to_vec(),
+                ..run.clone()
+            };
+            let fails = settled(&prefix, true)
+                .iter()
+                .any(|r| r.checker == no_broken_maintainer::NAME);
+            match (failed_at, fails) {
+                (None, true) => failed_at = Some(n),
+                (Some(at), false) => panic!("failed on {at} samples, passed on {n}"),
+                _ => {}
+            }
+        }
+        assert!(
+            failed_at.is_some_and(|n| n < run.samples.len()),
+            "{failed_at:?}"
+        );
+    }
+
+    #[test]
+    fn every_checker_declares_how_it_settles_and_names_are_unique() {
+        let names: std::collections::BTreeSet<_> = names().collect();
+        assert_eq!(names.len(), ALL.len());
+        assert!(ALL.iter().any(|c| c.settles == Settles::Always));
     }
 
     #[test]

@@ -114,7 +114,14 @@ pub fn check(run: &Run) -> CheckResult {
             "a changefeed did not recover within {} of the last heal",
             secs(run.bounds.recover_ms)
         ),
-        _ => "recovery could not be judged".to_string(),
+        _ => match &run.meta.stopped_early {
+            Some(e) => format!(
+                "not judged: the run stopped early at {} ({}), before recovery could be observed",
+                secs(e.t_ms),
+                e.cause
+            ),
+            None => "recovery could not be judged".to_string(),
+        },
     };
     result(NAME, verdict, summary, evidence)
 }

@@ -36,8 +36,8 @@ use tonic::transport::Channel;
 use crate::checker;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::run_model::{
-    Bounds, DataFindings, Effect, EffectKind, ErrorClass, FaultWindow, ResolvedTarget, Run,
-    StepOutcome, StepRecord, WorkloadRecord,
+    Bounds, DataFindings, EarlyStop, Effect, EffectKind, ErrorClass, FaultWindow, ResolvedTarget,
+    Run, RunMode, StepOutcome, StepRecord, WorkloadRecord,
 };
 use crate::scenario::{Condition, OnTimeout, Profile, Scenario, StepKind, Target};
 use crate::verifier;
@@ -49,15 +49,54 @@ use observer::{Clock, Observer, Probe, View};
 pub struct RunOptions {
     /// Seeds target choices (`any`) and the workload.
     pub seed: u64,
-    /// Print a line per step (and while long steps run) on stderr.
-    pub progress: bool,
+    /// Where step lines go.
+    pub progress: Progress,
+    /// `early` (the default) stops once the verdict is settled; `full` runs
+    /// the whole timeline and recovery tail.
+    pub mode: RunMode,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             seed: 1,
-            progress: true,
+            progress: Progress::Lines,
+            mode: RunMode::Early,
+        }
+    }
+}
+
+/// How many runs `chaos run` starts at once unless told: measured on the
+/// 2-core machines this project runs on (see README, "How long"), one run
+/// per core plus one, since a run mostly waits on its faults and bounds.
+pub fn default_jobs() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores + 1
+}
+
+/// Where a run reports its steps.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// Nowhere.
+    Quiet,
+    /// A line per step (and while long steps run) on stderr.
+    Lines,
+    /// The run's line of a terminal progress display: the current step is
+    /// its message.
+    Bar(indicatif::ProgressBar),
+}
+
+impl Progress {
+    fn say(&self, prefix: &str, msg: &str) {
+        match self {
+            Progress::Quiet => {}
+            Progress::Lines => eprintln!("[{prefix}] {msg}"),
+            Progress::Bar(b) => {
+                // Indented lines are details of the step shown already.
+                if !msg.starts_with("  ") {
+                    b.set_message(msg.to_string());
+                }
+            }
         }
     }
 }
@@ -151,11 +190,9 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     {
         run.meta.images.insert(i.name.into(), i.tag.into());
     }
-    let say = |msg: String| {
-        if opts.progress {
-            eprintln!("[{} {}] {msg}", sc.name, profile.as_str());
-        }
-    };
+    run.meta.mode = opts.mode;
+    let prefix = format!("{} {}", sc.name, profile.as_str());
+    let say = |msg: String| opts.progress.say(&prefix, &msg);
     let env = match node_env(sc) {
         Ok(e) => e,
         Err(e) => {
@@ -184,12 +221,16 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
             return finish(run, t0);
         }
     };
+    let st = cluster.startup();
     say(format!(
-        "cluster {} ready after {:.1} s",
+        "cluster {} ready after {:.1} s (containers {:.1} s, etcd/Toxiproxy/upstream/Kafka ready {:.1} s, nodes {:.1} s)",
         cluster.run_id(),
-        t0.elapsed().as_secs_f64()
+        t0.elapsed().as_secs_f64(),
+        st.containers_ms as f64 / 1000.0,
+        st.infra_ms as f64 / 1000.0,
+        st.nodes_ms as f64 / 1000.0,
     ));
-    let mut r = match Runner::new(sc, profile, opts, cluster, run).await {
+    let mut r = match Runner::new(sc, profile, opts, cluster, run, t0).await {
         Ok(r) => r,
         Err((cluster, mut run, e)) => {
             fail(&mut run, ErrorClass::Infrastructure, e);
@@ -256,15 +297,25 @@ pub struct Runner<'a> {
     open: BTreeMap<String, OpenFault>,
     workload_running: bool,
     last_failpoint_poll: Option<Instant>,
+    /// When the last early-verdict check ran (at most one a second).
+    last_settle_check: Option<Instant>,
+    /// The expected failing checker an early stop waits for, once said.
+    last_settle_note: Option<String>,
+    /// The index of the step to run next (steps before it are done).
+    next_step: usize,
+    profile: Profile,
+    /// When `run` began (before the cluster started).
+    started: Instant,
 }
 
 impl<'a> Runner<'a> {
     async fn new(
         sc: &'a Scenario,
-        _profile: Profile,
+        profile: Profile,
         opts: &'a RunOptions,
         cluster: Cluster,
         run: Run,
+        started: Instant,
     ) -> std::result::Result<Runner<'a>, (Cluster, Run, anyhow::Error)> {
         let setup = async {
             let apis: Vec<String> = cluster.nodes().iter().map(|n| n.api.clone()).collect();
@@ -295,6 +346,11 @@ impl<'a> Runner<'a> {
             open: BTreeMap::new(),
             workload_running: false,
             last_failpoint_poll: None,
+            last_settle_check: None,
+            last_settle_note: None,
+            next_step: 0,
+            profile,
+            started,
         };
         if let Err(e) = r.prepare().await {
             let Runner { cluster, run, .. } = r;
@@ -304,14 +360,83 @@ impl<'a> Runner<'a> {
     }
 
     fn say(&self, msg: impl std::fmt::Display) {
-        if self.opts.progress {
-            eprintln!(
-                "[{} {} {:>6.1}s] {msg}",
-                self.sc.name,
-                self.run.meta.profile,
-                self.clock.now_ms() as f64 / 1000.0
-            );
+        let prefix = format!(
+            "{} {} {:>6.1}s",
+            self.sc.name,
+            self.run.meta.profile,
+            self.clock.now_ms() as f64 / 1000.0
+        );
+        self.opts.progress.say(&prefix, &msg.to_string());
+    }
+
+    /// In an `early` run: whether the outcome is settled: a checker's FAIL
+    /// is final on the record so far ([`checker::settled`]), and so is the
+    /// FAIL of every checker the scenario expects to fail under this profile
+    /// (so an expectation is judged the same in both modes). Runs the
+    /// checkers at most once a second; the first time it holds it is
+    /// recorded in `meta.stopped_early`.
+    fn settled(&mut self) -> bool {
+        if self.run.meta.stopped_early.is_some() {
+            return true;
         }
+        if self.opts.mode != RunMode::Early {
+            return false;
+        }
+        let Some(observer) = &self.observer else {
+            return false;
+        };
+        if self
+            .last_settle_check
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return false;
+        }
+        self.last_settle_check = Some(Instant::now());
+        let so_far = Run {
+            samples: observer.samples_snapshot(),
+            logs: Vec::new(),
+            ..self.run.clone()
+        };
+        let fault_ahead = self.sc.steps[self.next_step.min(self.sc.steps.len())..]
+            .iter()
+            .any(|s| s.kind.touches_faults())
+            || !self.open.is_empty();
+        let fails = checker::settled(&so_far, fault_ahead);
+        let Some(r) = fails.first().cloned() else {
+            return false;
+        };
+        let expected: &[String] = match self.sc.expect.get(&self.profile) {
+            Some(crate::scenario::Expected::Fail) => &self.sc.failing_checkers,
+            _ => &[],
+        };
+        if let Some(c) = expected
+            .iter()
+            .find(|c| !fails.iter().any(|f| &f.checker == *c))
+        {
+            if self.last_settle_note.as_ref() != Some(c) {
+                self.say(format_args!(
+                    "  {} fails; observing on until {c}, which the scenario expects to fail, is judged",
+                    r.checker
+                ));
+                self.last_settle_note = Some(c.clone());
+            }
+            return false;
+        }
+        let reason = r
+            .evidence
+            .first()
+            .map(|e| e.message.clone())
+            .unwrap_or(r.summary);
+        self.say(format_args!(
+            "verdict settled: {} fails ({reason}); stopping early (--full runs on)",
+            r.checker
+        ));
+        self.run.meta.stopped_early = Some(EarlyStop {
+            t_ms: self.clock.now_ms(),
+            cause: r.checker,
+            reason,
+        });
+        true
     }
 
     /// Waits for a coordinator every node follows, creates the tables and the
@@ -345,7 +470,7 @@ impl<'a> Runner<'a> {
                     v.errors
                 );
             }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         for t in all_tables(self.sc) {
             self.upstream
@@ -398,9 +523,10 @@ impl<'a> Runner<'a> {
                     v.changefeeds
                 );
             }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         self.clock = Clock::start();
+        self.run.meta.startup_ms = Some(self.started.elapsed().as_millis() as u64);
         self.run.meta.started_at =
             chrono::DateTime::from_timestamp_millis(self.clock.started_at_ms)
                 .unwrap_or_default()
@@ -417,6 +543,16 @@ impl<'a> Runner<'a> {
         let total = steps.len();
         let mut aborted = false;
         for (index, step) in steps.iter().enumerate() {
+            self.next_step = index;
+            if let (false, Some(at)) = (aborted, step.at) {
+                let now = Duration::from_millis(self.clock.now_ms());
+                if at > now && self.sleep(at - now).await {
+                    aborted = true;
+                }
+            }
+            if !aborted && self.settled() {
+                aborted = true;
+            }
             if aborted {
                 self.run.steps.push(StepRecord {
                     index,
@@ -430,12 +566,6 @@ impl<'a> Runner<'a> {
                     effects: Vec::new(),
                 });
                 continue;
-            }
-            if let Some(at) = step.at {
-                let now = Duration::from_millis(self.clock.now_ms());
-                if at > now {
-                    self.sleep(at - now).await;
-                }
             }
             self.say(format_args!("step {}/{total}: {}", index + 1, step.kind));
             let started_ms = self.clock.now_ms();
@@ -494,8 +624,31 @@ impl<'a> Runner<'a> {
             if abort {
                 self.say("  the timeline is aborted; healing and judging");
                 aborted = true;
+                if self.opts.mode == RunMode::Early && self.run.meta.stopped_early.is_none() {
+                    let last = self.run.steps.last().expect("pushed above");
+                    self.run.meta.stopped_early = Some(EarlyStop {
+                        t_ms: last.ended_ms,
+                        cause: "abort".into(),
+                        reason: format!(
+                            "step {} ({}) {}",
+                            last.index + 1,
+                            last.detail,
+                            match &last.outcome {
+                                StepOutcome::TimedOut => "timed out".to_string(),
+                                other => format!("{other:?}"),
+                            }
+                        ),
+                    });
+                }
+            }
+            if matches!(
+                self.run.steps.last().map(|s| &s.outcome),
+                Some(StepOutcome::Interrupted)
+            ) {
+                aborted = true;
             }
         }
+        self.next_step = total;
         if self.sc.heal_at_end || aborted {
             let ids: Vec<String> = self.open.keys().cloned().collect();
             for id in ids {
@@ -516,7 +669,13 @@ impl<'a> Runner<'a> {
                 fail(&mut self.run, ErrorClass::Infrastructure, e);
             }
         }
-        self.recovery_tail().await;
+        if self.run.meta.stopped_early.is_some() {
+            // The verdict is settled: recovery is not judged, so it is not
+            // observed either (two periods more show the end state).
+            tokio::time::sleep(self.sample_period() * 2 + Duration::from_millis(100)).await;
+        } else {
+            self.recovery_tail().await;
+        }
         let samples = match self.observer.take() {
             Some(o) => o.finish().await,
             None => Vec::new(),
@@ -565,7 +724,7 @@ impl<'a> Runner<'a> {
                 v.changefeed(cf)
                     .is_some_and(|c| c.state == "normal" && c.checkpoint_ts >= target)
             });
-            if ok || self.clock.now_ms() >= deadline_ms {
+            if ok || self.clock.now_ms() >= deadline_ms || self.settled() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -585,14 +744,19 @@ impl<'a> Runner<'a> {
             .unwrap_or(Duration::from_secs(1))
     }
 
-    /// Sleeps, polling failpoint hits on the way.
-    async fn sleep(&mut self, d: Duration) {
+    /// Sleeps, polling failpoint hits on the way; true when it was cut
+    /// short because the verdict is settled (an `early` run).
+    async fn sleep(&mut self, d: Duration) -> bool {
         let end = Instant::now() + d;
         while Instant::now() < end {
+            if self.settled() {
+                return true;
+            }
             let left = end - Instant::now();
             tokio::time::sleep(left.min(Duration::from_millis(500))).await;
             self.poll_failpoints(false).await;
         }
+        false
     }
 
     async fn view(&self) -> View {
@@ -837,6 +1001,12 @@ impl<'a> Runner<'a> {
                     ..StepDone::done()
                 });
             }
+            if self.settled() {
+                return Ok(StepDone {
+                    outcome: StepOutcome::Interrupted,
+                    ..StepDone::done()
+                });
+            }
             if last_say.elapsed() > Duration::from_secs(10) {
                 last_say = Instant::now();
                 self.say(format_args!(
@@ -864,8 +1034,15 @@ impl<'a> Runner<'a> {
                 condition, timeout, ..
             } => self.wait(condition, timeout.0).await,
             StepKind::Sleep { duration } => {
-                self.sleep(duration.0).await;
-                Ok(StepDone::done())
+                let cut = self.sleep(duration.0).await;
+                Ok(StepDone {
+                    outcome: if cut {
+                        StepOutcome::Interrupted
+                    } else {
+                        StepOutcome::Done
+                    },
+                    ..StepDone::done()
+                })
             }
             StepKind::RemoveToxic { fault }
             | StepKind::StartNode { fault }

@@ -400,6 +400,11 @@ impl Observer {
         self.samples.lock().expect("samples").len()
     }
 
+    /// A copy of the samples taken so far.
+    pub fn samples_snapshot(&self) -> Vec<Sample> {
+        self.samples.lock().expect("samples").clone()
+    }
+
     /// Takes one last sample's worth of time, stops, returns every sample.
     pub async fn finish(self) -> Vec<Sample> {
         let _ = self.stop.send(true);

@@ -537,6 +537,18 @@ impl FaultKind {
 }
 
 impl StepKind {
+    /// Whether the step injects or heals a fault (everything but the
+    /// workload, waits and sleeps).
+    pub fn touches_faults(&self) -> bool {
+        !matches!(
+            self,
+            StepKind::StartWorkload {}
+                | StepKind::StopWorkload {}
+                | StepKind::Wait { .. }
+                | StepKind::Sleep { .. }
+        )
+    }
+
     pub fn action(&self) -> &'static str {
         match self {
             StepKind::StartWorkload {} => "start_workload",
