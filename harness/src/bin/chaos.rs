@@ -10,6 +10,7 @@
 //! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
 //! 4 INCONCLUSIVE, 5 invalid scenario file.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -17,7 +18,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use harness::checker;
 use harness::cluster::{Cluster, ClusterSpec};
-use harness::run_model::{Run, Verdict};
+use harness::run_model::{Run, RunMode, Verdict};
 use harness::scenario::{self, Profile};
 
 #[derive(Parser)]
@@ -77,6 +78,20 @@ enum Cmd {
         /// The catalog directory.
         #[arg(long, default_value = "scenarios")]
         dir: PathBuf,
+        /// Run every step and the whole recovery tail even once the verdict
+        /// is settled (for diagnosis); by default a run stops injecting and
+        /// waiting as soon as a safety checker fails or an `abort` wait times out.
+        #[arg(long)]
+        full: bool,
+        /// How many runs at once (default: what this machine holds, see
+        /// `harness::runner::default_jobs`).
+        #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=16))]
+        jobs: Option<u16>,
+        /// Where the summary of the runs goes as JSON (per run: scenario,
+        /// profile, expected, verdict, wall time, start-up time, mode;
+        /// totals); default `<report-dir>/summary.json`.
+        #[arg(long)]
+        summary: Option<PathBuf>,
     },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
@@ -259,16 +274,42 @@ fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
     }
 }
 
-/// `chaos run`: loads and validates every chosen scenario before starting
-/// anything, then runs scenario x profile one after the other.
-fn run_cmd(
-    names: &[String],
+/// What `chaos run` was asked to do, once the arguments are read.
+struct RunRequest<'a> {
+    names: &'a [String],
     all: bool,
     only: Option<Profile>,
     seed: u64,
-    report_dir: &Path,
-    dir: &Path,
-) -> ExitCode {
+    report_dir: &'a Path,
+    dir: &'a Path,
+    mode: RunMode,
+    jobs: usize,
+    summary: Option<&'a Path>,
+}
+
+/// One finished run of the plan.
+struct Done {
+    index: usize,
+    run: Run,
+    ok: bool,
+    why: String,
+}
+
+/// `chaos run`: loads and validates every chosen scenario before starting
+/// anything, then runs scenario x profile, `jobs` at a time, longest first
+/// (by the wall time recorded in `report_dir` by an earlier run, if any).
+fn run_cmd(req: RunRequest) -> ExitCode {
+    let RunRequest {
+        names,
+        all,
+        only,
+        seed,
+        report_dir,
+        dir,
+        mode,
+        jobs,
+        summary,
+    } = req;
     if names.is_empty() && !all {
         eprintln!("chaos run: name scenarios or pass --all (see `chaos list`)");
         return ExitCode::from(2);
@@ -318,11 +359,11 @@ fn run_cmd(
         }
         out
     };
-    let mut plan = Vec::new();
+    let mut plan: Vec<(scenario::Scenario, Profile)> = Vec::new();
     for s in &chosen {
         for p in &s.cluster.profiles {
             if only.is_none_or(|o| o == *p) {
-                plan.push((*s, *p));
+                plan.push(((*s).clone(), *p));
             }
         }
     }
@@ -330,89 +371,268 @@ fn run_cmd(
         eprintln!("chaos run: no scenario declares profile {only:?}; nothing to run");
         return ExitCode::from(2);
     }
-    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let opts = harness::runner::RunOptions {
-        seed,
-        progress: true,
+    // Longest first: the makespan of `jobs` parallel runs is shortest when
+    // the long ones do not start last.
+    let mut order: Vec<usize> = (0..plan.len()).collect();
+    let estimate = |i: usize| -> u64 {
+        let (s, p) = &plan[i];
+        recorded_wall_ms(report_dir, &s.name, *p, mode).unwrap_or_else(|| first_guess_ms(s, *p))
     };
+    order.sort_by_key(|&i| std::cmp::Reverse(estimate(i)));
+    let total = plan.len();
+    let jobs = jobs.min(total).max(1);
+    let bars = (std::io::stderr().is_terminal() && total > 1).then(indicatif::MultiProgress::new);
+    let overall = bars.as_ref().map(|mp| {
+        let b = mp.add(indicatif::ProgressBar::new(total as u64));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} runs done  elapsed {elapsed_precise}  ETA {eta_precise}  {msg}",
+            )
+            .expect("a valid template"),
+        );
+        b.enable_steady_tick(std::time::Duration::from_millis(500));
+        b
+    });
+    let line = |msg: String| match &bars {
+        Some(mp) => {
+            let _ = mp.println(msg);
+        }
+        None => eprintln!("{msg}"),
+    };
+    line(format!(
+        "==> {total} run(s), {jobs} at a time, mode {} (seed {seed})",
+        mode.as_str()
+    ));
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let t0 = std::time::Instant::now();
-    let mut rows = Vec::new();
-    let mut runs = Vec::new();
+    let mut done: Vec<Done> = Vec::new();
     let mut worst: Option<Verdict> = None;
-    for (i, (s, p)) in plan.iter().enumerate() {
-        eprintln!(
-            "==> [{}/{}] {} under {p} (seed {seed})",
-            i + 1,
-            plan.len(),
-            s.name
-        );
-        let run = rt.block_on(harness::runner::run(s, *p, &opts));
-        let (ok, why) = harness::runner::meets_expectation(s, *p, &run);
-        let out = report_dir.join(&s.name).join(p.as_str());
-        let written = std::fs::create_dir_all(&out)
-            .map_err(anyhow::Error::from)
-            .and_then(|_| Ok(std::fs::write(out.join("run.json"), run.to_json()?)?));
-        if let Err(e) = written {
-            eprintln!("chaos: writing {}: {e:#}", out.display());
-        }
-        let verdict = run.verdict.unwrap_or(Verdict::Error);
-        if !ok {
-            // An expected FAIL that passed counts as a FAIL of the catalog.
-            let v = if verdict == Verdict::Pass {
-                Verdict::Fail
-            } else {
-                verdict
+    rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        let mut next = order.into_iter();
+        let mut started = 0usize;
+        loop {
+            while set.len() < jobs {
+                let Some(i) = next.next() else { break };
+                started += 1;
+                let (s, p) = plan[i].clone();
+                let progress = match &bars {
+                    Some(mp) => {
+                        let b = mp.insert_before(
+                            overall.as_ref().expect("with bars"),
+                            indicatif::ProgressBar::new_spinner(),
+                        );
+                        b.set_style(
+                            indicatif::ProgressStyle::with_template(
+                                "  {spinner} {elapsed:>4} {prefix:.bold} {wide_msg}",
+                            )
+                            .expect("a valid template"),
+                        );
+                        b.set_prefix(format!("{} {p}", s.name));
+                        b.enable_steady_tick(std::time::Duration::from_millis(250));
+                        harness::runner::Progress::Bar(b)
+                    }
+                    None => harness::runner::Progress::Lines,
+                };
+                line(format!(
+                    "==> [{started}/{total}] {} under {p} (seed {seed})",
+                    s.name
+                ));
+                let opts = harness::runner::RunOptions {
+                    seed,
+                    progress,
+                    mode,
+                };
+                set.spawn(async move {
+                    let run = harness::runner::run(&s, p, &opts).await;
+                    if let harness::runner::Progress::Bar(b) = &opts.progress {
+                        b.finish_and_clear();
+                    }
+                    let (ok, why) = harness::runner::meets_expectation(&s, p, &run);
+                    Done {
+                        index: i,
+                        run,
+                        ok,
+                        why,
+                    }
+                });
+            }
+            let Some(joined) = set.join_next().await else {
+                break;
             };
-            worst = Some(worst.map_or(v, |w| w.max(v)));
+            let d = match joined {
+                Ok(d) => d,
+                Err(e) => {
+                    line(format!("chaos: a run's task failed: {e}"));
+                    worst = Some(worst.map_or(Verdict::Error, |w| w.max(Verdict::Error)));
+                    continue;
+                }
+            };
+            let (s, p) = &plan[d.index];
+            let out = report_dir.join(&s.name).join(p.as_str());
+            let written = std::fs::create_dir_all(&out)
+                .map_err(anyhow::Error::from)
+                .and_then(|_| Ok(std::fs::write(out.join("run.json"), d.run.to_json()?)?));
+            if let Err(e) = written {
+                line(format!("chaos: writing {}: {e:#}", out.display()));
+            }
+            let verdict = d.run.verdict.unwrap_or(Verdict::Error);
+            if !d.ok {
+                // An expected FAIL that passed counts as a FAIL of the catalog.
+                let v = if verdict == Verdict::Pass {
+                    Verdict::Fail
+                } else {
+                    verdict
+                };
+                worst = Some(worst.map_or(v, |w| w.max(v)));
+            }
+            line(format!(
+                "    {} under {p}: {verdict} in {:.0} s: {}{}",
+                s.name,
+                d.run.meta.wall_ms as f64 / 1000.0,
+                if d.ok { "" } else { "UNEXPECTED: " },
+                d.why
+            ));
+            if let Some(b) = &overall {
+                b.inc(1);
+            }
+            done.push(d);
+            // Re-render after every run so a long catalog shows progress.
+            done.sort_by_key(|d| d.index);
+            let runs: Vec<Run> = done.iter().map(|d| d.run.clone()).collect();
+            if let Err(e) = reports::write(&runs, report_dir) {
+                line(format!("chaos: writing the report: {e:#}"));
+            }
         }
-        eprintln!(
-            "    {verdict} in {:.0} s: {}{why}",
-            run.meta.wall_ms as f64 / 1000.0,
-            if ok { "" } else { "UNEXPECTED: " }
-        );
-        rows.push((
-            s.name.clone(),
-            *p,
-            s.expect.get(p).map(|e| e.to_string()).unwrap_or_default(),
-            verdict,
-            ok,
-            run.meta.wall_ms,
-            why,
-        ));
-        runs.push(run);
-        // Re-render after every run so a long catalog shows progress.
-        if let Err(e) = reports::write(&runs, report_dir) {
-            eprintln!("chaos: writing the report: {e:#}");
-        }
+    });
+    if let Some(b) = &overall {
+        b.finish_and_clear();
     }
+    let wall = t0.elapsed();
     println!();
     println!(
-        "{:<36} {:<9} {:<8} {:<13} {:>7}  result",
-        "scenario", "profile", "expected", "verdict", "wall"
+        "{:<36} {:<9} {:<8} {:<13} {:<6} {:>7}  result",
+        "scenario", "profile", "expected", "verdict", "mode", "wall"
     );
-    for (name, p, exp, v, ok, wall, why) in &rows {
+    let mut sum_ms = 0u64;
+    for d in &done {
+        let (s, p) = &plan[d.index];
+        let v = d.run.verdict.unwrap_or(Verdict::Error);
+        sum_ms += d.run.meta.wall_ms;
         println!(
-            "{:<36} {:<9} {:<8} {:<13} {:>6.0}s  {}{}",
-            name,
+            "{:<36} {:<9} {:<8} {:<13} {:<6} {:>6.0}s  {}{}",
+            s.name,
             p.as_str(),
-            exp,
+            s.expect.get(p).map(|e| e.to_string()).unwrap_or_default(),
             v.as_str(),
-            *wall as f64 / 1000.0,
-            if *ok { "ok" } else { "UNEXPECTED: " },
-            if *ok { String::new() } else { why.clone() }
+            if d.run.meta.stopped_early.is_some() {
+                "early*"
+            } else {
+                d.run.meta.mode.as_str()
+            },
+            d.run.meta.wall_ms as f64 / 1000.0,
+            if d.ok { "ok" } else { "UNEXPECTED: " },
+            if d.ok { String::new() } else { d.why.clone() }
         );
     }
-    let met = rows.iter().filter(|r| r.4).count();
+    let met = done.iter().filter(|d| d.ok).count();
     println!(
-        "{met}/{} run(s) met their expected verdict in {:.1} min; report {}",
-        rows.len(),
-        t0.elapsed().as_secs_f64() / 60.0,
+        "{met}/{total} run(s) met their expected verdict; wall {:.1} min ({:.1} min of runs, {jobs} at a time; early* = stopped once settled); report {}",
+        wall.as_secs_f64() / 60.0,
+        sum_ms as f64 / 60_000.0,
         report_dir.join("report.html").display()
     );
+    let summary_path = summary.map_or_else(|| report_dir.join("summary.json"), Path::to_path_buf);
+    let doc = serde_json::json!({
+        "jobs": jobs,
+        "mode": mode.as_str(),
+        "seed": seed,
+        "runs_total": total,
+        "runs_met": met,
+        "wall_ms": wall.as_millis() as u64,
+        "sum_of_run_wall_ms": sum_ms,
+        "runs": done.iter().map(|d| {
+            let (s, p) = &plan[d.index];
+            serde_json::json!({
+                "scenario": s.name,
+                "profile": p.as_str(),
+                "expected": s.expect.get(p).map(|e| e.to_string()),
+                "verdict": d.run.verdict.unwrap_or(Verdict::Error).as_str(),
+                "met": d.ok,
+                "failing_checkers": d.run.checks.iter()
+                    .filter(|c| c.verdict == Verdict::Fail)
+                    .map(|c| c.checker.clone()).collect::<Vec<_>>(),
+                "wall_ms": d.run.meta.wall_ms,
+                "startup_ms": d.run.meta.startup_ms,
+                "mode": d.run.meta.mode.as_str(),
+                "stopped_early": d.run.meta.stopped_early.as_ref().map(|e| serde_json::json!({
+                    "t_ms": e.t_ms, "cause": e.cause, "reason": e.reason,
+                })),
+                "jobs": jobs,
+            })
+        }).collect::<Vec<_>>(),
+    });
+    let written = summary_path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| {
+            std::fs::write(
+                &summary_path,
+                serde_json::to_string_pretty(&doc).expect("JSON") + "\n",
+            )
+        });
+    match written {
+        Ok(()) => println!("summary {}", summary_path.display()),
+        Err(e) => eprintln!("chaos: writing {}: {e}", summary_path.display()),
+    }
+    if done.len() < total {
+        worst = Some(worst.map_or(Verdict::Error, |w| w.max(Verdict::Error)));
+    }
     match worst {
         None => ExitCode::SUCCESS,
         Some(v) => ExitCode::from(v.exit_code()),
     }
+}
+
+/// A run's length before any was recorded: its steps' least durations (or
+/// the latest `at`), the start-up, and the recover bound where the profile
+/// is expected to fail (a liveness FAIL is only settled at its deadline).
+fn first_guess_ms(s: &scenario::Scenario, p: Profile) -> u64 {
+    let steps: u64 = s
+        .steps
+        .iter()
+        .map(|st| st.kind.min_duration().as_millis() as u64)
+        .sum();
+    let latest_at = s
+        .steps
+        .iter()
+        .filter_map(|st| st.at)
+        .max()
+        .map_or(0, |d| d.as_millis() as u64);
+    let fail = matches!(s.expect.get(&p), Some(scenario::Expected::Fail));
+    steps.max(latest_at)
+        + 30_000
+        + if fail {
+            s.deadlines.recover.as_millis() as u64
+        } else {
+            0
+        }
+}
+
+/// The wall time of the run of `scenario` under `profile` recorded in
+/// `report_dir` by an earlier `chaos run` in the same mode, if any.
+fn recorded_wall_ms(
+    report_dir: &Path,
+    scenario: &str,
+    profile: Profile,
+    mode: RunMode,
+) -> Option<u64> {
+    let path = report_dir
+        .join(scenario)
+        .join(profile.as_str())
+        .join("run.json");
+    let run = Run::from_json(&std::fs::read_to_string(path).ok()?).ok()?;
+    (run.meta.mode == mode).then_some(run.meta.wall_ms)
 }
 
 async fn real_main(cmd: Cmd) -> Result<()> {
@@ -495,7 +715,22 @@ fn main() -> ExitCode {
             seed,
             report_dir,
             dir,
-        } => return run_cmd(names, *all, *profile, *seed, report_dir, dir),
+            full,
+            jobs,
+            summary,
+        } => {
+            return run_cmd(RunRequest {
+                names,
+                all: *all,
+                only: *profile,
+                seed: *seed,
+                report_dir,
+                dir,
+                mode: if *full { RunMode::Full } else { RunMode::Early },
+                jobs: jobs.map_or_else(harness::runner::default_jobs, usize::from),
+                summary: summary.as_deref(),
+            })
+        }
         _ => {}
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
