@@ -9,7 +9,21 @@
 # Idempotent: a second run on a warm machine installs and rebuilds nothing.
 # Every image carries a label cdc-chaos.inputs-hash; a build happens only when
 # the hash of its inputs (files, pinned versions, parent image id) differs.
+#
+#   scripts/setup.sh              all three steps
+#   scripts/setup.sh --packages   only step 1 (what `make fresh-check` runs in a
+#                                 pristine container to prove the list)
+# SETUP_WITHOUT="pkg ..." leaves those packages out of step 1, to show that the
+# build fails without one (`make fresh-check FRESH_CHECK_WITHOUT=libprotobuf-dev`).
 set -euo pipefail
+only_packages=false
+for arg in "$@"; do
+  case "$arg" in
+    --packages) only_packages=true ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) printf 'setup: error: unknown argument %q (known: --packages)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/.."
 root=$PWD
 # shellcheck source=../images/versions.env
@@ -23,13 +37,30 @@ info() { printf '    %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # --- 1. Debian packages -------------------------------------------------------
-# docker.io: the engine (dockerd 20.10, API 1.41); mmdebstrap: the base image;
-# protobuf-compiler: tonic/etcd-client builds; cmake: rdkafka's bundled librdkafka;
-# maven: resolves Kafka's jars from Maven Central; libcurl4-openssl-dev: only its header,
-# which librdkafka 2.12.1 includes under `#ifdef WITH_OAUTHBEARER_OIDC` even when that is 0.
-# chromium: the report's browser test (reports/tests/chromium.rs), headless.
 step "Debian packages"
-wanted=(docker.io mmdebstrap protobuf-compiler cmake maven curl ca-certificates libcurl4-openssl-dev chromium)
+# Each package with the reason it is needed (installed with --no-install-recommends,
+# so a package that is only *recommended* by another must be listed here itself):
+wanted=(
+  build-essential      # gcc, g++, make: librdkafka's C build and the cc crate (present on a polyglot machine)
+  pkg-config           # how librdkafka's and libz-sys's builds look for system libraries
+  docker.io            # the engine (dockerd 20.10, API 1.41) the chaos tier and `make fresh-check` run in
+  mmdebstrap           # builds the Debian base image from the mirror (images/base/build.sh)
+  protobuf-compiler    # protoc: etcd-client's build script compiles etcd's .proto files
+  libprotobuf-dev      # google/protobuf/*.proto, which those files import; protobuf-compiler only recommends it
+  cmake                # rdkafka's cmake-build of its bundled librdkafka
+  maven                # resolves Apache Kafka's jars from Maven Central (images/kafka/pom.xml)
+  curl                 # setup's and the images' downloads and probes
+  ca-certificates      # TLS to the package registries
+  libcurl4-openssl-dev # only its header, which librdkafka 2.12.1 includes under `#ifdef WITH_OAUTHBEARER_OIDC` even when that is 0
+  chromium             # the report's headless browser test (reports/tests/chromium.rs)
+)
+if [ -n "${SETUP_WITHOUT:-}" ]; then
+  kept=()
+  for p in "${wanted[@]}"; do
+    case " $SETUP_WITHOUT " in *" $p "*) info "left out on purpose (SETUP_WITHOUT): $p" ;; *) kept+=("$p") ;; esac
+  done
+  wanted=("${kept[@]}")
+fi
 missing=()
 for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -45,6 +76,10 @@ else
   apt-get update -q >"$build_dir/apt-update.log" 2>&1 || { tail -20 "$build_dir/apt-update.log" >&2; die "apt-get update failed (log: $build_dir/apt-update.log)"; }
   apt-get install -y -q --no-install-recommends "${missing[@]}" >"$build_dir/apt-install.log" 2>&1 \
     || { tail -20 "$build_dir/apt-install.log" >&2; die "apt-get install failed (log: $build_dir/apt-install.log)"; }
+fi
+if $only_packages; then
+  step "packages done in $((SECONDS - t0)) s"
+  exit 0
 fi
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || die "no Go toolchain found: Toxiproxy is built with 'go install'; install Go (>= 1.22)"
 command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
