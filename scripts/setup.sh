@@ -73,6 +73,9 @@ else
   [ "$(id -u)" = 0 ] || die "missing packages ${missing[*]} and not root; install them with: sudo apt-get install -y ${missing[*]}"
   info "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # openjdk-17-jre-headless (maven's JRE) fails in its postinst where the image
+  # excludes man pages and this directory is missing (slim images, the base image).
+  mkdir -p /usr/share/man/man1
   apt-get update -q >"$build_dir/apt-update.log" 2>&1 || { tail -20 "$build_dir/apt-update.log" >&2; die "apt-get update failed (log: $build_dir/apt-update.log)"; }
   apt-get install -y -q --no-install-recommends "${missing[@]}" >"$build_dir/apt-install.log" 2>&1 \
     || { tail -20 "$build_dir/apt-install.log" >&2; die "apt-get install failed (log: $build_dir/apt-install.log)"; }
