@@ -32,11 +32,17 @@ pub use reports::run_model;
 
 /// Initialises `tracing` output once (RUST_LOG filters; default `info`).
 pub fn init_tracing() {
+    init_tracing_at("info,rdkafka=warn");
+}
+
+/// Like [`init_tracing`] with another default filter (`RUST_LOG` still
+/// wins): `chaos run` on a terminal logs warnings only, so log lines do not
+/// tear its progress display.
+pub fn init_tracing_at(default_filter: &str) {
     use tracing_subscriber::EnvFilter;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .try_init();

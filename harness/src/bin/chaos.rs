@@ -379,6 +379,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         recorded_wall_ms(report_dir, &s.name, *p, mode).unwrap_or_else(|| first_guess_ms(s, *p))
     };
     order.sort_by_key(|&i| std::cmp::Reverse(estimate(i)));
+    let estimates: Vec<u64> = (0..plan.len()).map(estimate).collect();
     let total = plan.len();
     let jobs = jobs.min(total).max(1);
     let bars = (std::io::stderr().is_terminal() && total > 1).then(indicatif::MultiProgress::new);
@@ -386,11 +387,15 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         let b = mp.add(indicatif::ProgressBar::new(total as u64));
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{bar:30} {pos}/{len} runs done  elapsed {elapsed_precise}  ETA {eta_precise}  {msg}",
+                "{bar:30} {pos}/{len} runs done  elapsed {elapsed_precise}  {msg}",
             )
             .expect("a valid template"),
         );
         b.enable_steady_tick(std::time::Duration::from_millis(500));
+        b.set_message(format!(
+            "ETA ~{:.0} min",
+            estimates.iter().sum::<u64>() as f64 / jobs as f64 / 60_000.0
+        ));
         b
     });
     let line = |msg: String| match &bars {
@@ -495,6 +500,17 @@ fn run_cmd(req: RunRequest) -> ExitCode {
             ));
             if let Some(b) = &overall {
                 b.inc(1);
+                // The ETA from the runs' recorded (or guessed) lengths: what
+                // is left, shared by the workers (indicatif's own rate-based
+                // ETA misleads when the longest runs go first).
+                let left_ms: u64 = (0..total)
+                    .filter(|i| !done.iter().any(|d| d.index == *i) && *i != d.index)
+                    .map(|i| estimates[i])
+                    .sum();
+                b.set_message(format!(
+                    "ETA ~{:.0} min",
+                    left_ms as f64 / jobs as f64 / 60_000.0
+                ));
             }
             done.push(d);
             // Re-render after every run so a long catalog shows progress.
@@ -700,8 +716,12 @@ async fn real_main(cmd: Cmd) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    harness::init_tracing();
     let cli = Cli::parse();
+    if matches!(cli.cmd, Cmd::Run { .. }) && std::io::stderr().is_terminal() {
+        harness::init_tracing_at("warn");
+    } else {
+        harness::init_tracing();
+    }
     // Offline commands: no runtime, no Docker.
     match &cli.cmd {
         Cmd::List { dir } => return list(dir),
