@@ -77,8 +77,6 @@ pub fn default_jobs() -> usize {
 /// Where a run reports its steps.
 #[derive(Debug, Clone)]
 pub enum Progress {
-    /// Nowhere.
-    Quiet,
     /// A line per step (and while long steps run) on stderr.
     Lines,
     /// The run's line of a terminal progress display: the current step is
@@ -89,7 +87,6 @@ pub enum Progress {
 impl Progress {
     fn say(&self, prefix: &str, msg: &str) {
         match self {
-            Progress::Quiet => {}
             Progress::Lines => eprintln!("[{prefix}] {msg}"),
             Progress::Bar(b) => {
                 // Indented lines are details of the step shown already.
