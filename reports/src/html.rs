@@ -5,12 +5,14 @@
 //!
 //! The markup is `templates/report.html` (minijinja, auto-escaped); this
 //! module only builds the values it shows, and [`crate::timeline`] computes
-//! the SVG's coordinates. The page has inline CSS, no script and no external
-//! resource, so it opens from disk and as a CI artifact.
+//! the SVG's coordinates; every in-page id and link, the template's too,
+//! comes from [`crate::anchor`]. The page has inline CSS, no script and no
+//! external resource, so it opens from disk and as a CI artifact.
 
 use minijinja::{context, Environment};
 use serde::Serialize;
 
+use crate::anchor;
 use crate::logs;
 use crate::run_model::{Run, Verdict};
 use crate::timeline::{self, Timeline};
@@ -21,6 +23,10 @@ const CSS: &str = include_str!("../templates/report.css");
 #[derive(Serialize)]
 struct RunView {
     anchor: String,
+    /// The link to `anchor` (from the index).
+    href: String,
+    /// The id of the run's SVG timeline.
+    timeline_id: String,
     scenario: String,
     profile: String,
     verdict: String,
@@ -114,6 +120,8 @@ pub fn render(runs: &[Run]) -> String {
                 runs => views,
                 overall => overall.as_str(),
                 overall_class => overall.as_str().to_lowercase(),
+                index_id => anchor::index(),
+                index_href => anchor::href(&anchor::index()),
             })
         })
         .expect("the embedded report template renders")
@@ -158,7 +166,7 @@ fn view(i: usize, run: &Run) -> RunView {
         .iter()
         .enumerate()
         .map(|(ci, c)| CheckView {
-            anchor: format!("r{i}-check-{}", timeline::css_word(&c.checker)),
+            anchor: anchor::check(i, &c.checker),
             checker: c.checker.clone(),
             verdict: c.verdict.to_string(),
             verdict_class: c.verdict.as_str().to_lowercase(),
@@ -171,17 +179,19 @@ fn view(i: usize, run: &Run) -> RunView {
                     t_ms: e.t_ms,
                     message: e.message.clone(),
                     href: (c.verdict != Verdict::Pass && e.t_ms.is_some())
-                        .then(|| format!("#{}", timeline::marker_id(i, ci, ei))),
+                        .then(|| anchor::href(&anchor::marker(i, ci, ei))),
                     logs_href: e
                         .t_ms
                         .filter(|_| c.verdict != Verdict::Pass && !run.logs.is_empty())
-                        .map(|t| format!("#{}", logs::window_id(i, t))),
+                        .map(|t| anchor::href(&anchor::log_window(i, t))),
                 })
                 .collect(),
         })
         .collect();
     RunView {
-        anchor: format!("run-{i}"),
+        anchor: anchor::run(i),
+        href: anchor::href(&anchor::run(i)),
+        timeline_id: anchor::timeline(i),
         scenario: m.scenario.clone(),
         profile: m.profile.clone(),
         verdict: verdict.to_string(),

@@ -2,9 +2,10 @@
 //!
 //! Owns the record of a run ([`run_model`], what `run.json` holds) and its
 //! rendering into one self-contained HTML page ([`html`]) and a JUnit XML
-//! file ([`junit`]). Depends on no other crate of the workspace: the harness
+//! file ([`junit`]); [`anchor`] spells the page's in-page ids. Depends on no other crate of the workspace: the harness
 //! depends on this crate, and a recorded run is rendered from its file alone.
 
+pub mod anchor;
 pub mod html;
 pub mod junit;
 pub mod logs;
@@ -31,7 +32,7 @@ pub fn load_runs<P: AsRef<Path>>(paths: &[P]) -> anyhow::Result<Vec<Run>> {
         .collect()
 }
 
-/// The files [`write`] produced.
+/// The files [`write()`] produced.
 #[derive(Debug)]
 pub struct Written {
     pub html: PathBuf,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::anchor;
 use crate::run_model::{ContainerLog, LogLine, Run, Verdict};
-use crate::timeline::css_word;
 
 /// Lines before and after an evidence instant that its window covers.
 pub const WINDOW_MS: u64 = 5_000;
@@ -17,16 +17,6 @@ pub const WINDOW_LINES: usize = 40;
 pub const TAIL_LINES: usize = 200;
 /// Characters of one line shown at most (the rest is cut with `…`).
 pub const LINE_CHARS: usize = 500;
-
-/// The anchor of the log window at instant `t_ms` of run `run_idx`.
-pub fn window_id(run_idx: usize, t_ms: u64) -> String {
-    format!("r{run_idx}-logs-{t_ms}")
-}
-
-/// The anchor of container `container`'s log in run `run_idx`.
-pub fn container_id(run_idx: usize, container: &str) -> String {
-    format!("r{run_idx}-log-{}", css_word(container))
-}
 
 #[derive(Debug, Serialize)]
 pub struct LineView {
@@ -65,6 +55,8 @@ pub struct Window {
 #[derive(Debug, Serialize)]
 pub struct ContainerView {
     pub id: String,
+    /// The link to `id` (from the "Logs" table).
+    pub href: String,
     pub container: String,
     pub node: Option<u32>,
     pub total: usize,
@@ -99,14 +91,14 @@ pub fn windows(run_idx: usize, run: &Run) -> Vec<Window> {
                 } else {
                     parts.push(WindowPart {
                         container: log.container.clone(),
-                        href: format!("#{}", container_id(run_idx, &log.container)),
+                        href: anchor::href(&anchor::container_log(run_idx, &log.container)),
                         in_window,
                         lines,
                     });
                 }
             }
             Window {
-                id: window_id(run_idx, t),
+                id: anchor::log_window(run_idx, t),
                 t_ms: t,
                 from_ms: from,
                 to_ms: to,
@@ -148,8 +140,10 @@ pub fn containers(run_idx: usize, run: &Run) -> Vec<ContainerView> {
         .map(|log| {
             let total = log.lines.len();
             let skipped = total.saturating_sub(TAIL_LINES);
+            let id = anchor::container_log(run_idx, &log.container);
             ContainerView {
-                id: container_id(run_idx, &log.container),
+                href: anchor::href(&id),
+                id,
                 container: log.container.clone(),
                 node: log.node,
                 total,

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::anchor::{self, css_word};
 use crate::run_model::{Run, Sample, Verdict};
 
 /// Left margin for the lane labels, and the plot width, in SVG units.
@@ -113,11 +114,6 @@ pub struct Marker {
     pub title: String,
     /// `#window` of the log lines around the instant (when the run has logs).
     pub logs_href: Option<String>,
-}
-
-/// The id of the marker of evidence `e` of check `c` in run `run_idx`.
-pub fn marker_id(run_idx: usize, c: usize, e: usize) -> String {
-    format!("r{run_idx}-ev{c}-{e}")
 }
 
 /// The end of the time axis: the last thing the run recorded.
@@ -253,7 +249,7 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
                 .healed_ms
                 .map_or("never healed".to_string(), |h| format!("healed {h} ms"));
             FaultRect {
-                id: format!("r{run_idx}-fault-{}", css_word(&f.id)),
+                id: anchor::fault(run_idx, &f.id),
                 x,
                 w: round((x1 - x).max(2.0)),
                 label: format!("{}{target}", f.id),
@@ -290,12 +286,12 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
         for (ei, e) in c.evidence.iter().enumerate() {
             if let Some(t) = e.t_ms {
                 markers.push(Marker {
-                    id: marker_id(run_idx, ci, ei),
+                    id: anchor::marker(run_idx, ci, ei),
                     x: axis.x(t),
                     t_ms: t,
                     title: format!("{} {} at {t} ms: {}", c.checker, c.verdict, e.message),
                     logs_href: (!run.logs.is_empty())
-                        .then(|| format!("#{}", crate::logs::window_id(run_idx, t))),
+                        .then(|| anchor::href(&anchor::log_window(run_idx, t))),
                 });
             }
         }
@@ -539,19 +535,6 @@ fn fit(text: &str, w: f64) -> String {
     } else {
         text.chars().take(room - 1).chain(['…']).collect()
     }
-}
-
-/// A string usable in an `id` or a class name.
-pub fn css_word(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
