@@ -20,6 +20,8 @@
 //! through Toxiproxy. The verifier listener bypasses all proxies so checks
 //! read Kafka while faults are active.
 
+use crate::slot::Slot;
+use cdc_system::settings::NodeSettings;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -94,10 +96,8 @@ pub struct ClusterSpec {
     /// `cdc-server` containers `node-0`.. with every inbound link (etcd,
     /// Kafka, upstream, message center) behind its own proxy.
     pub nodes: usize,
-    /// The nodes' profile (`pre-fix`, `fix`, `hardened`).
-    pub node_profile: String,
-    /// Extra `CDC_*` settings for the nodes (timing overrides).
-    pub node_env: Vec<(String, String)>,
+    /// Every node's settings (profile and timing), passed as `cdc-server` flags.
+    pub node_settings: NodeSettings,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
 }
@@ -110,8 +110,7 @@ impl Default for ClusterSpec {
             upstream: false,
             upstream_links: Vec::new(),
             nodes: 0,
-            node_profile: "hardened".into(),
-            node_env: Vec::new(),
+            node_settings: NodeSettings::default(),
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -297,8 +296,8 @@ impl Cluster {
         let t0 = Instant::now();
         if spec.nodes > 0 {
             spec.upstream = true;
-            for i in 0..spec.nodes {
-                let n = format!("node-{i}");
+            for slot in Slot::all(spec.nodes) {
+                let n = slot.name();
                 if !spec.kafka_links.iter().any(|l| l.name == n) {
                     spec.kafka_links.push(KafkaLinkSpec::network(&n));
                 }
@@ -425,11 +424,11 @@ impl Cluster {
         }
         let upstream_host_port = free_port()?;
         // Each node's inbound message-center link.
-        for i in 0..spec.nodes {
+        for slot in Slot::all(spec.nodes) {
             proxies.push(Proxy::new(
-                format!("msg-node-{i}"),
-                format!("0.0.0.0:{}", TOXI_MSG_LINK_BASE_PORT + i as u16),
-                format!("{}:{NODE_MSG_PORT}", run.name(&format!("node-{i}"))),
+                crate::scenario::Link::Peers.proxy_of(slot),
+                format!("0.0.0.0:{}", TOXI_MSG_LINK_BASE_PORT + slot.index() as u16),
+                format!("{}:{NODE_MSG_PORT}", run.name(&slot.name())),
             ));
         }
 
@@ -572,7 +571,7 @@ impl Cluster {
         }
         let infra_ms = t0.elapsed().as_millis() as u64;
         let nodes = futures::future::try_join_all(
-            (0..spec.nodes).map(|i| cluster.start_node_container(i, &spec)),
+            Slot::all(spec.nodes).map(|slot| cluster.start_node_container(slot, &spec)),
         )
         .await?;
         cluster.nodes = nodes;
@@ -633,8 +632,8 @@ impl Cluster {
         Ok(())
     }
 
-    async fn start_node_container(&self, i: usize, spec: &ClusterSpec) -> Result<NodeContainer> {
-        let name = format!("node-{i}");
+    async fn start_node_container(&self, slot: Slot, spec: &ClusterSpec) -> Result<NodeContainer> {
+        let name = slot.name();
         let toxi = self.run.name("toxiproxy");
         let link = |links: &[Link]| -> Result<String> {
             links
@@ -645,23 +644,28 @@ impl Cluster {
         };
         let host_port = free_port()?;
         let container_name = self.run.name(&name);
-        let mut req = request(images::system(), &self.run, &self.network, &name)
+        let settings = spec.node_settings.to_args();
+        let req = request(images::system(), &self.run, &self.network, &name)
             .with_mapped_port(host_port, NODE_HTTP_PORT.tcp())
-            .with_cmd([
-                "cdc-server".to_string(),
-                format!("--etcd=http://{}", link(&self.etcd_links)?),
-                format!("--listen=0.0.0.0:{NODE_MSG_PORT}"),
-                format!("--advertise={toxi}:{}", TOXI_MSG_LINK_BASE_PORT + i as u16),
-                format!("--http-listen=0.0.0.0:{NODE_HTTP_PORT}"),
-                format!("--http-advertise={container_name}:{NODE_HTTP_PORT}"),
-                format!("--upstream=http://{}", link(&self.upstream_links)?),
-                format!("--kafka-override={}", link(&self.kafka_links)?),
-                format!("--profile={}", spec.node_profile),
-            ])
+            .with_cmd(
+                [
+                    "cdc-server".to_string(),
+                    format!("--etcd=http://{}", link(&self.etcd_links)?),
+                    format!("--listen=0.0.0.0:{NODE_MSG_PORT}"),
+                    format!(
+                        "--advertise={toxi}:{}",
+                        TOXI_MSG_LINK_BASE_PORT + slot.index() as u16
+                    ),
+                    format!("--http-listen=0.0.0.0:{NODE_HTTP_PORT}"),
+                    format!("--http-advertise={container_name}:{NODE_HTTP_PORT}"),
+                    format!("--upstream=http://{}", link(&self.upstream_links)?),
+                    format!("--kafka-override={}", link(&self.kafka_links)?),
+                    "--enable-failpoints".to_string(),
+                ]
+                .into_iter()
+                .chain(settings),
+            )
             .with_startup_timeout(spec.startup_timeout);
-        for (k, v) in &spec.node_env {
-            req = req.with_env_var(k, v);
-        }
         let container = req
             .start()
             .await
@@ -685,20 +689,24 @@ impl Cluster {
         self.startup
     }
 
-    /// The `cdc-server` containers, `node-0` first.
+    /// The `cdc-server` containers, `node-1` first.
     pub fn nodes(&self) -> &[NodeContainer] {
         &self.nodes
     }
 
-    pub fn node(&self, i: usize) -> Result<&NodeContainer> {
-        self.nodes
-            .get(i)
-            .ok_or_else(|| anyhow!("no node-{i}; the cluster has {} node(s)", self.nodes.len()))
+    pub fn node(&self, slot: Slot) -> Result<&NodeContainer> {
+        self.nodes.get(slot.index()).ok_or_else(|| {
+            anyhow!(
+                "no {}; the cluster has {} node(s)",
+                slot.name(),
+                self.nodes.len()
+            )
+        })
     }
 
     /// kill -9 of a node's process (its lease is not revoked).
-    pub async fn kill_node(&self, i: usize) -> Result<()> {
-        let n = self.node(i)?;
+    pub async fn kill_node(&self, slot: Slot) -> Result<()> {
+        let n = self.node(slot)?;
         let docker = docker::connect()?;
         docker
             .kill_container(
@@ -713,8 +721,8 @@ impl Cluster {
 
     /// Starts a stopped or killed node again (a new process: a new node ID)
     /// and waits for its API.
-    pub async fn start_node(&self, i: usize, timeout: Duration) -> Result<()> {
-        let n = self.node(i)?;
+    pub async fn start_node(&self, slot: Slot, timeout: Duration) -> Result<()> {
+        let n = self.node(slot)?;
         n.container
             .start()
             .await
@@ -723,18 +731,18 @@ impl Cluster {
     }
 
     /// A graceful restart: SIGTERM (the node leaves the membership), then start.
-    pub async fn restart_node(&self, i: usize, timeout: Duration) -> Result<()> {
-        let n = self.node(i)?;
+    pub async fn restart_node(&self, slot: Slot, timeout: Duration) -> Result<()> {
+        let n = self.node(slot)?;
         n.container
             .stop_with_timeout(Some(10))
             .await
             .with_context(|| format!("stopping {}", n.name))?;
-        self.start_node(i, timeout).await
+        self.start_node(slot, timeout).await
     }
 
     /// Freezes a node's processes (`docker pause`).
-    pub async fn pause_node(&self, i: usize) -> Result<()> {
-        let n = self.node(i)?;
+    pub async fn pause_node(&self, slot: Slot) -> Result<()> {
+        let n = self.node(slot)?;
         n.container
             .pause()
             .await
@@ -742,8 +750,8 @@ impl Cluster {
     }
 
     /// Unfreezes a paused node.
-    pub async fn unpause_node(&self, i: usize) -> Result<()> {
-        let n = self.node(i)?;
+    pub async fn unpause_node(&self, slot: Slot) -> Result<()> {
+        let n = self.node(slot)?;
         n.container
             .unpause()
             .await
@@ -767,7 +775,7 @@ impl Cluster {
 
     /// Every container of the run by role name (`etcd`, `toxiproxy`,
     /// `kafka`, `upstream`, `node-0`...), for log collection.
-    pub fn containers(&self) -> Vec<(String, Option<usize>, String)> {
+    pub fn containers(&self) -> Vec<(String, Option<Slot>, String)> {
         let mut out = vec![
             ("etcd".to_string(), None, self.etcd.id().to_string()),
             ("toxiproxy".into(), None, self.toxiproxy.id().to_string()),
@@ -777,7 +785,11 @@ impl Cluster {
             out.push(("upstream".into(), None, u.id().to_string()));
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            out.push((n.name.clone(), Some(i), n.container.id().to_string()));
+            out.push((
+                n.name.clone(),
+                Some(Slot::at_index(i)),
+                n.container.id().to_string(),
+            ));
         }
         out
     }

@@ -1,6 +1,6 @@
 //! Host-side Kafka clients of the harness: topic creation, a producer bound to
 //! one link, metadata probes, and a consumer that reads a whole topic (used by
-//! readiness checks, the smoke scenario and, later, the verifier).
+//! readiness checks, the smoke scenario and the verifier).
 //!
 //! rdkafka calls that block run on tokio's blocking pool.
 

@@ -1,4 +1,5 @@
-//! The foundation's smoke scenario on real containers.
+//! The smoke scenario on real containers: the stack's Kafka path fails and
+//! recovers.
 //!
 //! A producer on the host writes through its Toxiproxy link to Kafka; a
 //! `timeout` toxic (both directions, hold forever) makes delivery fail with a

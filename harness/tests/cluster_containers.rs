@@ -7,11 +7,13 @@
 
 use std::time::{Duration, Instant};
 
+use cdc_system::api::{CaptureList, ChangefeedView, CreateChangefeed, NodeSnapshot};
 use cdc_system::proto::upstream_client::UpstreamClient;
 use cdc_system::proto::{GetTsRequest, StopWorkloadRequest, TableName, WorkloadSpec};
 use cdc_system::upstream::{table, table_str};
 use harness::cluster::{Cluster, ClusterSpec};
-use serde_json::Value;
+use harness::slot::Slot;
+use serde::de::DeserializeOwned;
 
 const CF: &str = "cf-containers";
 const TOPIC: &str = "cdc-containers";
@@ -20,7 +22,7 @@ fn tables() -> Vec<TableName> {
     (0..4).map(|i| table("shop", &format!("t{i}"))).collect()
 }
 
-async fn get(http: &reqwest::Client, url: String) -> Option<Value> {
+async fn get<T: DeserializeOwned>(http: &reqwest::Client, url: String) -> Option<T> {
     http.get(url).send().await.ok()?.json().await.ok()
 }
 
@@ -34,13 +36,11 @@ async fn coordinator(
         if Some(i) == skip {
             continue;
         }
-        let Some(v) = get(http, format!("{}/debug/node", n.api)).await else {
+        let Some(v) = get::<NodeSnapshot>(http, format!("{}/debug/node", n.api)).await else {
             continue;
         };
-        if let Some(cv) = v["coordinator_view"].as_object() {
-            if cv["bootstrapped"] == true {
-                return Some((i, v["id"].as_str()?.to_string(), cv["version"].as_u64()?));
-            }
+        if let Some(cv) = v.coordinator_view.as_ref().filter(|c| c.bootstrapped) {
+            return Some((i, v.id.clone(), cv.version));
         }
     }
     None
@@ -51,10 +51,10 @@ async fn checkpoint(c: &Cluster, http: &reqwest::Client, skip: Option<usize>) ->
         if Some(i) == skip {
             continue;
         }
-        if let Some(v) = get(http, format!("{}/api/v2/changefeeds/{CF}", n.api)).await {
-            if let Some(cp) = v["checkpoint_tso"].as_u64() {
-                return cp;
-            }
+        if let Some(v) =
+            get::<ChangefeedView>(http, format!("{}/api/v2/changefeeds/{CF}", n.api)).await
+        {
+            return v.checkpoint_tso;
         }
     }
     0
@@ -70,12 +70,13 @@ async fn maintainer(
         if Some(i) == skip {
             continue;
         }
-        let v = get(http, format!("{}/debug/node", n.api)).await?;
-        let hosts = v["maintainers"].as_array()?.iter().any(|m| {
-            m["changefeed"] == CF && m["bootstrap_done"] == true && m["removal_only"] == false
-        });
+        let v = get::<NodeSnapshot>(http, format!("{}/debug/node", n.api)).await?;
+        let hosts = v
+            .maintainers
+            .iter()
+            .any(|m| m.changefeed == CF && m.bootstrap_done && !m.removal_only);
         if hosts {
-            return Some((i, v["id"].as_str()?.to_string()));
+            return Some((i, v.id));
         }
     }
     None
@@ -104,12 +105,12 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
     harness::init_tracing();
     let spec = ClusterSpec {
         nodes: 3,
-        node_profile: "hardened".into(),
-        node_env: vec![
-            ("CDC_TTL_SECS".into(), "4".into()),
-            ("CDC_REMOVAL_DELAY_SECS".into(), "1".into()),
-            ("CDC_BACKOFF_INITIAL_MS".into(), "2000".into()),
-        ],
+        node_settings: cdc_system::settings::NodeSettings {
+            ttl_secs: 4,
+            removal_delay_ms: 1_000,
+            backoff_initial_ms: 2_000,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let c = Cluster::start(spec).await.expect("cluster with 3 nodes");
@@ -123,15 +124,8 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
         {
             let mut all = coordinator(&c, &http, None).await.is_some();
             for n in c.nodes() {
-                let v = get(&http, format!("{}/api/v2/captures", n.api)).await;
-                all &= v.is_some_and(|v| {
-                    v["total"] == 3
-                        && v["items"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .any(|i| i["is_coordinator"] == true)
-                });
+                let v = get::<CaptureList>(&http, format!("{}/api/v2/captures", n.api)).await;
+                all &= v.is_some_and(|v| v.total == 3 && v.items.iter().any(|i| i.is_coordinator));
             }
             all.then_some(())
         }
@@ -156,14 +150,19 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
     })
     .await
     .unwrap();
-    let body = serde_json::json!({
-        "changefeed_id": CF,
-        "sink_uri": format!("kafka://kafka:9092/{TOPIC}?protocol=canal-json&partition-num=3&write-timeout=5s"),
-        "tables": tables().iter().map(table_str).collect::<Vec<_>>(),
-        "start_ts": start_ts,
-    });
+    let body = CreateChangefeed {
+        changefeed_id: CF.into(),
+        sink_uri: format!(
+            "kafka://kafka:9092/{TOPIC}?protocol=canal-json&partition-num=3&write-timeout=5s"
+        ),
+        tables: tables().iter().map(table_str).collect(),
+        start_ts: Some(start_ts),
+    };
     let r = http
-        .post(format!("{}/api/v2/changefeeds", c.node(0).unwrap().api))
+        .post(format!(
+            "{}/api/v2/changefeeds",
+            c.node(Slot::at_index(0)).unwrap().api
+        ))
         .json(&body)
         .send()
         .await
@@ -179,7 +178,7 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
     // kill -9 the coordinator's container.
     let (ci, cid, version) = coordinator(&c, &http, None).await.unwrap();
     let cp = checkpoint(&c, &http, Some(ci)).await;
-    c.kill_node(ci).await.unwrap();
+    c.kill_node(Slot::at_index(ci)).await.unwrap();
     let t_kill = Instant::now();
     let ((_, new_id, new_version), elected) = wait_for!(
         "a new coordinator",
@@ -199,7 +198,7 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
         elected.as_secs_f64(),
         advanced.as_secs_f64()
     );
-    c.start_node(ci, Duration::from_secs(60))
+    c.start_node(Slot::at_index(ci), Duration::from_secs(60))
         .await
         .expect("the killed node starts again");
 
@@ -229,7 +228,7 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
         moved.as_secs_f64(),
         t_stop.elapsed().as_secs_f64()
     );
-    c.start_node(mi, Duration::from_secs(60))
+    c.start_node(Slot::at_index(mi), Duration::from_secs(60))
         .await
         .expect("the restarted node comes back");
 
@@ -250,7 +249,10 @@ async fn three_node_containers_survive_a_coordinator_kill_and_a_maintainer_resta
     assert_eq!(report.order_violations(), 0, "{report:#?}");
     assert_eq!(report.unexpected(), 0);
     let metrics = http
-        .get(format!("{}/metrics", c.node(0).unwrap().api))
+        .get(format!(
+            "{}/metrics",
+            c.node(Slot::at_index(0)).unwrap().api
+        ))
         .send()
         .await
         .unwrap()

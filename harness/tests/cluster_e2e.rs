@@ -7,11 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-use cdc_system::coordinator::CoordinatorConfig;
+use cdc_system::failpoint::Faults;
+use cdc_system::node::api::ApiOptions;
 use cdc_system::node::server::{self, NodeConfig, NodeHandle};
 use cdc_system::profile::Profile;
 use cdc_system::proto::upstream_client::UpstreamClient;
 use cdc_system::proto::{GetTsRequest, StopWorkloadRequest, TableName, WorkloadSpec};
+use cdc_system::settings::NodeSettings;
 use cdc_system::upstream::table;
 use harness::cluster::{Cluster, ClusterSpec, KafkaLinkSpec};
 
@@ -52,16 +54,22 @@ async fn start_node(c: &Cluster, link: &str) -> Node {
         http_advertise: http_addr.clone(),
         upstream: c.upstream_endpoint().unwrap().into(),
         kafka_override: Some(c.kafka_link(link).unwrap().address.clone()),
-        profile: Profile::Hardened,
-        ttl: Duration::from_secs(3),
-        removal_delay: Duration::from_secs(1),
-        coordinator: CoordinatorConfig {
+        settings: NodeSettings {
+            profile: Profile::Hardened,
+            ttl_secs: 3,
+            removal_delay_ms: 1_000,
             backoff_initial_ms: 2_000,
             ..Default::default()
         },
+        // Three nodes share this process: each has its own registry.
+        faults: Faults::seeded(0),
     };
     let (handle, task) = server::start(cfg).await.expect("node starts");
-    let api = cdc_system::node::api::serve(http, handle.clone());
+    let opts = ApiOptions {
+        enable_failpoints: true,
+        upstream: c.upstream_endpoint().unwrap().into(),
+    };
+    let api = cdc_system::node::api::serve(http, handle.clone(), opts);
     Node {
         handle,
         task,
@@ -109,8 +117,8 @@ fn checkpoint(nodes: &[Node]) -> u64 {
                 .and_then(|c| {
                     c.changefeeds
                         .iter()
-                        .find(|f| f.info.id == CF)
-                        .map(|f| f.info.checkpoint_ts)
+                        .find(|f| f.id == CF)
+                        .map(|f| f.checkpoint_tso)
                 })
         })
         .unwrap_or(0)

@@ -293,19 +293,93 @@ fn chaos_check_exits_with_the_verdict() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn scenario_failpoints_are_exactly_the_ones_the_system_evaluates() {
-    let mut known: Vec<&str> = harness::scenario::KNOWN_FAILPOINTS
-        .iter()
-        .map(|(n, _)| *n)
-        .collect();
-    let mut system: Vec<&str> = cdc_system::failpoint::ALL.iter().map(|(n, _)| *n).collect();
-    known.sort();
-    system.sort();
-    assert_eq!(
-        known, system,
-        "scenario validation and cdc_system::failpoint must list the same failpoints"
+/// The `[cluster.timing]` keys `scenarios/README.md` documents.
+fn documented_timing_keys() -> Vec<String> {
+    let readme = std::fs::read_to_string(root().join("scenarios/README.md")).unwrap();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| `[cluster.timing]`"))
+        .expect("the README documents [cluster.timing]");
+    let meaning = row.rsplit('|').nth(1).unwrap();
+    meaning
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect()
+}
+
+/// A catalog scenario with `[cluster.timing]` set to `timing`.
+fn with_timing(dir: &Path, name: &str, timing: &str) -> PathBuf {
+    let base = std::fs::read_to_string(root().join("scenarios/kafka-io-timeout.toml")).unwrap();
+    // The catalog file's own timing block is replaced by `timing`.
+    let start = base.find("[cluster.timing]").expect("a timing block");
+    let end = base.find("[workload]").expect("a workload block");
+    let text = format!(
+        "{}[cluster.timing]\n{timing}\n\n{}",
+        &base[..start],
+        &base[end..]
     );
+    // The file keeps the catalog name its `name` key requires.
+    let sub = dir.join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    let path = sub.join("kafka-io-timeout.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn every_documented_timing_key_is_runnable_or_refused_by_validate() {
+    let dir = std::env::temp_dir().join(format!("cdc-chaos-timing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = documented_timing_keys();
+    assert!(keys.len() >= 8, "{keys:?}");
+    for key in &keys {
+        // 45m (3s for the first backoff, which may not pass the cap)
+        // differs from every default, so a key that reaches a setting
+        // changes the settings the run hands its containers.
+        let value = if key == "backoff_initial" {
+            "3s"
+        } else {
+            "45m"
+        };
+        let path = with_timing(&dir, key, &format!("{key} = \"{value}\""));
+        let sc = scenario::load(&path).unwrap_or_else(|e| panic!("{key} = {value} refused: {e}"));
+        let plain = scenario::load(&with_timing(&dir, "plain", "")).unwrap();
+        let harness_only = key == "sample_period";
+        let changed = sc.cluster.settings != plain.cluster.settings;
+        assert!(
+            harness_only || changed,
+            "{key} is documented and accepted but reaches no cdc-server setting"
+        );
+        let env = harness::runner::node_settings(&sc, Profile::Fix).to_env();
+        assert!(
+            env.iter().any(|(k, v)| k == "CDC_PROFILE" && v == "fix"),
+            "{env:?}"
+        );
+        let out = chaos(&["validate", path.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // What cdc-server cannot take is refused by validate, with the key's line.
+    for (timing, why) in [
+        ("session_ttl = \"1500ms\"", "whole seconds"),
+        ("manager_tick = \"0ms\"", "above zero"),
+        (
+            "backoff_initial = \"1m\"\nbackoff_max = \"10s\"",
+            "above timing.backoff_max",
+        ),
+    ] {
+        let path = with_timing(&dir, "bad", timing);
+        let e = scenario::load(&path).expect_err(timing);
+        assert!(e.to_string().contains(why), "{timing}: {e}");
+        let out = chaos(&["validate", path.to_str().unwrap()]);
+        assert!(!out.status.success(), "{timing} validated");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -1,19 +1,21 @@
-//! The dispatcher orchestrator of a node (reference §1.13): answers a
-//! maintainer's bootstrap by creating (or reusing) the changefeed's
+//! The dispatcher orchestrator of a node (docs/control-plane.md §1.13):
+//! answers a maintainer's bootstrap by creating (or reusing) the changefeed's
 //! dispatcher manager, closes it on a close request (asynchronously: the
-//! first answer is "not yet"), and sends each manager's heartbeat
-//! (watermark, first error) to its owner maintainer every 200 ms.
+//! first answer is "not yet"), and sends each manager's heartbeat (watermark,
+//! first error) to its owner maintainer every 200 ms.
 //!
 //! The dispatcher managers themselves sit behind [`DispatcherBackend`]: the
 //! simulator uses [`SimBackend`]; a node uses the data plane's
 //! [`crate::dispatcher_manager::DispatcherManager`].
 
+use crate::failpoint::{Failpoint, Faults};
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::messages::{ChangefeedConfig, ChangefeedId, Envelope, Message, NodeId, RunningError};
 use crate::profile::Profile;
 
-const HEARTBEAT_MS: u64 = 200;
+/// How often dispatcher managers report, unless the node's settings say otherwise.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 200;
 
 /// The dispatcher managers of one node, as the orchestrator drives them.
 pub trait DispatcherBackend: Send {
@@ -54,7 +56,9 @@ pub struct DispatcherOrchestrator {
     /// Highest epoch that closed a manager of the changefeed here.
     tombstones: BTreeMap<ChangefeedId, u64>,
     last_heartbeat_ms: u64,
+    heartbeat_ms: u64,
     outbox: Vec<Envelope>,
+    faults: Faults,
 }
 
 impl DispatcherOrchestrator {
@@ -66,8 +70,22 @@ impl DispatcherOrchestrator {
             owners: BTreeMap::new(),
             tombstones: BTreeMap::new(),
             last_heartbeat_ms: 0,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
             outbox: Vec::new(),
+            faults: Faults::default(),
         }
+    }
+
+    /// Evaluates this node's failpoints through `faults`.
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Heartbeats every `ms` instead of every [`DEFAULT_HEARTBEAT_MS`].
+    pub fn with_heartbeat_ms(mut self, ms: u64) -> Self {
+        self.heartbeat_ms = ms;
+        self
     }
 
     pub fn take_outbox(&mut self) -> Vec<Envelope> {
@@ -142,7 +160,7 @@ impl DispatcherOrchestrator {
                 epoch,
                 removed: _,
             } => {
-                if crate::failpoint::hit(crate::failpoint::HOLD_CLOSE_ACK) {
+                if self.faults.hit(Failpoint::HoldCloseAck) {
                     return; // the slow node: no answer
                 }
                 let Some(owner) = self.owners.get(&changefeed).cloned() else {
@@ -188,7 +206,7 @@ impl DispatcherOrchestrator {
     }
 
     pub fn tick(&mut self, now: u64) {
-        if now < self.last_heartbeat_ms + HEARTBEAT_MS {
+        if now < self.last_heartbeat_ms + self.heartbeat_ms {
             return;
         }
         self.last_heartbeat_ms = now;

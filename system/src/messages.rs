@@ -1,6 +1,6 @@
-//! Control messages between coordinator, maintainer managers, maintainers
-//! and dispatcher orchestrators (TiCDC's `heartbeatpb`, reference §2.2).
-//! Every message names its changefeed and, where TiCDC has one, the
+//! Control messages between coordinator, maintainer managers, maintainers and
+//! dispatcher orchestrators (TiCDC's `heartbeatpb`, docs/control-plane.md
+//! §2.2). Every message names its changefeed and, where TiCDC has one, the
 //! maintainer epoch; whether receivers check epochs is a [`crate::profile`]
 //! question.
 
@@ -47,32 +47,49 @@ pub struct MaintainerStatus {
     pub errors: Vec<RunningError>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A control message. [`MessageKind`] names its type as TiCDC does (the
+/// names failpoints and fault filters use).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(MessageKind),
+    derive(
+        Hash,
+        PartialOrd,
+        Ord,
+        strum::EnumString,
+        strum::IntoStaticStr,
+        strum::Display,
+        strum::VariantNames,
+        strum::EnumIter
+    )
+)]
 pub enum Message {
     // coordinator -> maintainer manager
+    #[strum_discriminants(strum(serialize = "AddMaintainerRequest"))]
     AddMaintainer {
         changefeed: ChangefeedId,
         epoch: u64,
         checkpoint_ts: u64,
         config: ChangefeedConfig,
     },
+    #[strum_discriminants(strum(serialize = "RemoveMaintainerRequest"))]
     RemoveMaintainer {
         changefeed: ChangefeedId,
         epoch: u64,
         cascade: bool,
     },
-    CoordinatorBootstrapRequest {
-        version: u64,
-    },
+    #[strum_discriminants(strum(serialize = "CoordinatorBootstrapRequest"))]
+    CoordinatorBootstrapRequest { version: u64 },
     // maintainer manager -> coordinator
-    MaintainerStatuses {
-        statuses: Vec<MaintainerStatus>,
-    },
+    #[strum_discriminants(strum(serialize = "MaintainerHeartbeat"))]
+    MaintainerStatuses { statuses: Vec<MaintainerStatus> },
+    #[strum_discriminants(strum(serialize = "CoordinatorBootstrapResponse"))]
     CoordinatorBootstrapResponse {
         version: u64,
         statuses: Vec<MaintainerStatus>,
     },
     // maintainer -> dispatcher orchestrator
+    #[strum_discriminants(strum(serialize = "MaintainerBootstrapRequest"))]
     BootstrapRequest {
         changefeed: ChangefeedId,
         epoch: u64,
@@ -81,12 +98,14 @@ pub enum Message {
         /// The tables this node hosts (all of them is the maintainer's choice).
         tables: Vec<String>,
     },
+    #[strum_discriminants(strum(serialize = "MaintainerCloseRequest"))]
     CloseRequest {
         changefeed: ChangefeedId,
         epoch: u64,
         removed: bool,
     },
     // dispatcher orchestrator / manager -> maintainer (manager topic)
+    #[strum_discriminants(strum(serialize = "MaintainerBootstrapResponse"))]
     BootstrapResponse {
         changefeed: ChangefeedId,
         epoch: u64,
@@ -94,11 +113,13 @@ pub enum Message {
         /// The tables the node's dispatcher manager hosts now.
         tables: Vec<String>,
     },
+    #[strum_discriminants(strum(serialize = "MaintainerCloseResponse"))]
     CloseResponse {
         changefeed: ChangefeedId,
         epoch: u64,
         success: bool,
     },
+    #[strum_discriminants(strum(serialize = "HeartBeatRequest"))]
     HeartBeat {
         changefeed: ChangefeedId,
         epoch: u64,
@@ -110,19 +131,8 @@ pub enum Message {
 impl Message {
     /// The message type's name, as failpoints and fault filters use it
     /// (TiCDC's names where they exist).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Message::AddMaintainer { .. } => "AddMaintainerRequest",
-            Message::RemoveMaintainer { .. } => "RemoveMaintainerRequest",
-            Message::CoordinatorBootstrapRequest { .. } => "CoordinatorBootstrapRequest",
-            Message::MaintainerStatuses { .. } => "MaintainerHeartbeat",
-            Message::CoordinatorBootstrapResponse { .. } => "CoordinatorBootstrapResponse",
-            Message::BootstrapRequest { .. } => "MaintainerBootstrapRequest",
-            Message::CloseRequest { .. } => "MaintainerCloseRequest",
-            Message::BootstrapResponse { .. } => "MaintainerBootstrapResponse",
-            Message::CloseResponse { .. } => "MaintainerCloseResponse",
-            Message::HeartBeat { .. } => "HeartBeatRequest",
-        }
+    pub fn kind(&self) -> MessageKind {
+        self.into()
     }
 
     pub fn changefeed(&self) -> Option<&str> {
@@ -138,8 +148,8 @@ impl Message {
         }
     }
 
-    /// TiCDC's topic (reference §2.1): which component of the receiving
-    /// node handles the message.
+    /// TiCDC's topic (docs/control-plane.md §2.1): which component of the
+    /// receiving node handles the message.
     pub fn topic(&self) -> Topic {
         match self {
             Message::MaintainerStatuses { .. } | Message::CoordinatorBootstrapResponse { .. } => {

@@ -27,7 +27,8 @@ pub enum Profile {
     Fix,
     #[default]
     /// The fix plus persisted maintainer epochs checked at every receiver
-    /// (reference §4.5, §6.3) and our answers to the hazards of §4.6.
+    /// (docs/control-plane.md §4.5, §6.3) and our answers to the hazards of
+    /// §4.6.
     Hardened,
 }
 

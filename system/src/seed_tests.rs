@@ -1,25 +1,26 @@
-//! The seed interleaving (reference §4.2, §6.1) and the hazards of §4.6,
-//! replayed deterministically in the simulator under each profile.
+//! The seed interleaving (docs/control-plane.md §4.2, §6.1) and the hazards
+//! of §4.6, replayed deterministically in the simulator under each profile.
 //!
 //! - S1 (issue 3952): stale cascade remove -> removal-only maintainer R on A,
 //!   R's close to B held past the backoff, retry placed on A.
 //!   pre-fix: "replicating" on A with no real maintainer, checkpoint frozen;
 //!   fix and hardened: converge.
-//! - S2 (hazard 4.6-1): as S1, but B crash-restarts so R waits on B's old ID,
+//! - S2 (hazard §4.6-1): as S1, but B crash-restarts so R waits on B's old ID,
 //!   which leaves the membership without ever answering.
 //!   pre-fix: broken maintainer; fix: never recovers; hardened: converges.
-//! - S3 (hazard 4.6-3): the coordinator dies while R is registered; the new
+//! - S3 (hazard §4.6-3): the coordinator dies while R is registered; the new
 //!   coordinator's bootstrap sees R's Working report.
 //!   pre-fix, fix: adopted as running (broken); hardened: converges.
-//! - S4 (hazard 4.6-5): R's close to B is held until the new maintainer (on
+//! - S4 (hazard §4.6-5): R's close to B is held until the new maintainer (on
 //!   B) bootstrapped B's dispatcher manager, then delivered.
 //!   pre-fix, fix: the new generation's manager is closed, the checkpoint
 //!   stalls; hardened: the stale closer is ACKed without effect.
-//! - S5 (hazard 4.6-6): a copy of the old cascade remove reaches A after the
+//! - S5 (hazard §4.6-6): a copy of the old cascade remove reaches A after the
 //!   new maintainer started there.
 //!   pre-fix, fix: the new maintainer is removed (broken); hardened: dropped by epoch.
 
 use crate::coordinator::{FeedState, Scheduling};
+use crate::messages::MessageKind;
 use crate::profile::Profile;
 use crate::sim::{MsgFilter, RuleKind, Sim, SimConfig};
 
@@ -68,7 +69,7 @@ fn up_to_stale_remove(s: &mut Sim) -> (usize, u64) {
         "the changefeed did not start"
     );
     let stale = s.add_rule(
-        MsgFilter::kind("RemoveMaintainerRequest")
+        MsgFilter::kind(MessageKind::RemoveMaintainer)
             .to("A")
             .cascade(true)
             .changefeed(CF),
@@ -121,7 +122,7 @@ fn s1(profile: Profile) -> Outcome {
     let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
     let (stale, frozen_at) = up_to_stale_remove(&mut s);
     let hold_close = s.add_rule(
-        MsgFilter::kind("MaintainerCloseRequest")
+        MsgFilter::kind(MessageKind::CloseRequest)
             .to("B")
             .changefeed(CF),
         RuleKind::Hold,
@@ -149,7 +150,7 @@ fn s3(profile: Profile) -> Outcome {
     let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
     let (stale, frozen_at) = up_to_stale_remove(&mut s);
     let hold_close = s.add_rule(
-        MsgFilter::kind("MaintainerCloseRequest")
+        MsgFilter::kind(MessageKind::CloseRequest)
             .to("B")
             .changefeed(CF),
         RuleKind::Hold,
@@ -180,7 +181,7 @@ fn s4(profile: Profile) -> Outcome {
     let mut s = Sim::new(SimConfig::new(profile), &["K", "A", "B"]);
     let (stale, frozen_at) = up_to_stale_remove(&mut s);
     let hold_close = s.add_rule(
-        MsgFilter::kind("MaintainerCloseRequest")
+        MsgFilter::kind(MessageKind::CloseRequest)
             .from("A")
             .to("B")
             .changefeed(CF),

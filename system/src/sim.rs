@@ -3,19 +3,23 @@
 //! sans-IO) wired through a simulated transport and membership, on simulated
 //! time. No randomness, no wall clock: a schedule replays exactly.
 //!
-//! It keeps the mechanics of reference §6.1: a fresh node ID per process
-//! start; membership where a crashed node lingers TTL + removal delay; a
-//! per-peer FIFO transport without de-duplication, with hooks to hold, hold
-//! a copy of, or drop chosen messages (the stale cascade remove of the seed
-//! is produced with them); coordinator election with an increasing version
-//! and bootstrap from the persisted state.
+//! It keeps the mechanics of docs/control-plane.md §6.1: a fresh node ID per
+//! process start; membership where a crashed node lingers TTL + removal
+//! delay; a per-peer FIFO transport without de-duplication, with hooks to
+//! hold, hold a copy of, or drop chosen messages (the stale cascade remove of
+//! the seed is produced with them); coordinator election with an increasing
+//! version and bootstrap from the persisted state.
+//!
+//! Each node incarnation has its own seeded failpoint registry
+//! ([`Sim::faults`]); the simulation's seed derives every registry's seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};
 use crate::dispatcher_orchestrator::{DispatcherOrchestrator, SimBackend};
+use crate::failpoint::Faults;
 use crate::maintainer::manager::MaintainerManager;
-use crate::messages::{Envelope, Message, NodeId, Topic};
+use crate::messages::{Envelope, Message, MessageKind, NodeId, Topic};
 use crate::profile::Profile;
 
 #[derive(Debug, Clone)]
@@ -45,7 +49,7 @@ impl SimConfig {
 /// Node fields match a node's name (`A`) or one incarnation (`A#2`).
 #[derive(Debug, Clone, Default)]
 pub struct MsgFilter {
-    pub kind: Option<&'static str>,
+    pub kind: Option<MessageKind>,
     pub from: Option<String>,
     pub to: Option<String>,
     pub changefeed: Option<String>,
@@ -61,7 +65,7 @@ fn node_matches(pattern: &Option<String>, id: &str) -> bool {
 }
 
 impl MsgFilter {
-    pub fn kind(kind: &'static str) -> Self {
+    pub fn kind(kind: MessageKind) -> Self {
         MsgFilter {
             kind: Some(kind),
             ..Default::default()
@@ -139,12 +143,21 @@ pub struct Sim {
     next_tick: u64,
     pub delivered: u64,
     pub trace: Vec<(u64, String)>,
+    seed: u64,
+    faults: BTreeMap<NodeId, Faults>,
 }
 
 impl Sim {
     /// Nodes named `names` (IDs `A#1`, ...); the first is elected coordinator.
     pub fn new(cfg: SimConfig, names: &[&str]) -> Sim {
+        Sim::seeded(cfg, names, 0)
+    }
+
+    /// As [`Sim::new`], with `seed` deriving the nodes' failpoint registries.
+    pub fn seeded(cfg: SimConfig, names: &[&str], seed: u64) -> Sim {
         let mut s = Sim {
+            seed,
+            faults: BTreeMap::new(),
             now: 0,
             cfg,
             nodes: BTreeMap::new(),
@@ -180,16 +193,21 @@ impl Sim {
         let id = format!("{name}#{inc}");
         self.alive.insert(id.clone());
         let profile = self.cfg.profile;
+        let seed = self.seed ^ crc32fast::hash(id.as_bytes()) as u64;
+        let faults = Faults::seeded(seed).for_node(&id);
+        self.faults.insert(id.clone(), faults.clone());
         self.nodes.insert(
             id.clone(),
             SimNode {
                 id: id.clone(),
-                manager: MaintainerManager::new(id.clone(), profile, self.alive.clone()),
+                manager: MaintainerManager::new(id.clone(), profile, self.alive.clone())
+                    .with_faults(faults.clone()),
                 orchestrator: DispatcherOrchestrator::new(
                     id.clone(),
                     profile,
                     Box::new(SimBackend::new(&id)),
-                ),
+                )
+                .with_faults(faults),
                 coordinator: None,
             },
         );
@@ -220,8 +238,14 @@ impl Sim {
         )
     }
 
+    /// The failpoint registry of node `name`'s current incarnation.
+    pub fn faults(&self, name: &str) -> Faults {
+        self.faults.get(&self.id(name)).cloned().unwrap_or_default()
+    }
+
     pub fn elect(&mut self, id: &NodeId) {
         self.version += 1;
+        let faults = self.faults.get(id).cloned().unwrap_or_default();
         let c = Coordinator::new(
             id.clone(),
             self.version,
@@ -230,7 +254,8 @@ impl Sim {
             self.persisted.clone(),
             self.alive.clone(),
             self.now,
-        );
+        )
+        .with_faults(faults);
         self.nodes
             .get_mut(id)
             .expect("elected node exists")

@@ -16,6 +16,11 @@ pub fn compose(physical_ms: u64, logical: u64) -> u64 {
     (physical_ms << LOGICAL_BITS) | (logical & ((1 << LOGICAL_BITS) - 1))
 }
 
+/// The ts of the current physical time (logical 0).
+pub fn now_ts() -> u64 {
+    compose(now_ms(), 0)
+}
+
 pub fn physical_ms(ts: u64) -> u64 {
     ts >> LOGICAL_BITS
 }

@@ -1,11 +1,15 @@
 //! `chaos`: the command line of the harness.
 //!
-//! The foundation ships `up` (start the stack and hold it), `smoke` (the smoke
-//! scenario) and `reap` (remove leftovers of dead runs). The scenario issue
-//! adds `list` (the catalog and its expected verdicts), `validate` (check
-//! scenario files, start nothing) and `check` (judge a recorded `run.json`);
-//! `run` comes with the observer. `report` re-renders recorded runs into
-//! HTML and JUnit (the `reports` crate), from the run.json files alone.
+//! Subcommands:
+//! - `up`: start the stack and hold it until Ctrl-C;
+//! - `smoke`: the smoke scenario;
+//! - `reap`: remove the leftovers of dead runs;
+//! - `list`: the scenario catalog and the verdict each scenario expects;
+//! - `validate`: check scenario files, starting nothing;
+//! - `run`: run scenarios on real containers, judge them and report;
+//! - `check`: judge a recorded `run.json`;
+//! - `report`: render recorded runs into HTML and JUnit (the `reports`
+//!   crate), from the run.json files alone.
 //!
 //! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
 //! 4 INCONCLUSIVE, 5 invalid scenario file.

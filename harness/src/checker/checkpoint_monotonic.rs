@@ -1,6 +1,6 @@
-//! *checkpoint monotonic* (reference §6.4 I5): the checkpoint the coordinator
-//! reports for a changefeed never goes back, across maintainer and
-//! coordinator changes (a new coordinator adopting a removal-only
+//! *checkpoint monotonic* (docs/control-plane.md §6.4 I5): the checkpoint the
+//! coordinator reports for a changefeed never goes back, across maintainer
+//! and coordinator changes (a new coordinator adopting a removal-only
 //! maintainer's checkpoint 1 is the hazard of §4.6-3).
 
 use std::collections::HashMap;

@@ -211,11 +211,11 @@ pub fn healthy() -> Run {
     run
 }
 
-/// `pre-fix` and the seed bug (reference §4.2): a stale cascade remove makes
-/// a removal-only maintainer R (epoch 5) on n2 after its real maintainer was
-/// deleted; a restart keeps R alive; the retry (epoch 6) lands on n2, the add
-/// is ignored, R's Working report finishes the add operator, and cf1 is
-/// "replicating" on n2 with no real maintainer, stuck in warning.
+/// `pre-fix` and the seed bug (docs/control-plane.md §4.2): a stale cascade
+/// remove makes a removal-only maintainer R (epoch 5) on n2 after its real
+/// maintainer was deleted; a restart keeps R alive; the retry (epoch 6) lands
+/// on n2, the add is ignored, R's Working report finishes the add operator,
+/// and cf1 is "replicating" on n2 with no real maintainer, stuck in warning.
 pub fn seed_bug() -> Run {
     let mut run = base("stale-cascade-remove", "pre-fix");
     let frozen = upstream(FAULT_IN - 500);

@@ -1,4 +1,5 @@
-//! *no broken maintainer* (reference §6.4 I1, I2, I7; the #3952 violation):
+//! *no broken maintainer* (docs/control-plane.md §6.4 I1, I2, I7; the #3952
+//! violation):
 //! - when the coordinator says a changefeed is replicating on node N (epoch
 //!   E), then within `bounds.maintainer_bootstrap_ms` N hosts a maintainer of
 //!   it with epoch E, bootstrapped and not removal-only, and keeps hosting it

@@ -1,5 +1,5 @@
-//! *recovers* (reference §6.4 I6): after the last fault heals, every
-//! changefeed is `normal` within `bounds.recover_ms` and its checkpoint
+//! *recovers* (docs/control-plane.md §6.4 I6): after the last fault heals,
+//! every changefeed is `normal` within `bounds.recover_ms` and its checkpoint
 //! passes the last upstream commit.
 
 use super::{at, note, result, secs};

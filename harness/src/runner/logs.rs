@@ -70,7 +70,7 @@ pub async fn collect(cluster: &Cluster, clock: Option<&Clock>) -> Vec<ContainerL
         }
         out.push(ContainerLog {
             container: name,
-            node: index.map(|i| i as u32 + 1),
+            node: index.map(|s| s.number()),
             lines,
         });
     }

@@ -1,158 +1,69 @@
 //! The runner: executes one scenario under one profile on real containers
-//! and records the run (`run.json`), in Jepsen's split:
+//! and records the run (`run.json`). This module is the composition root,
+//! in Jepsen's split:
 //! - the *generator* is the scenario's timeline (`crate::scenario`), run
-//!   step by step here, with role targets resolved when a step runs;
-//! - the *nemesis* ([`nemesis`]) injects and heals faults (toxics and
-//!   partitions through Toxiproxy, kills, pauses, restarts, failpoints) and
-//!   records what each fault was seen to do;
+//!   step by step here, with role targets resolved when a step runs
+//!   ([`target`]) and `wait` conditions evaluated on fresh views
+//!   ([`conditions`]), every bounded wait through [`deadline`];
+//! - the *nemesis* ([`nemesis`]) injects and heals faults, one
+//!   implementation per fault family;
 //! - the *observer* ([`observer`]) samples every node's API, etcd and the
 //!   upstream on a fixed period;
+//! - [`provision`] creates tables, changefeeds and the workload, and
+//!   [`verify`] reads Kafka against the upstream at the end;
 //! - the *checkers* (`crate::checker`) judge the record afterwards, together
 //!   with the data verifier and the checkpoint [`audit`].
+//!
+//! Submodules do not import this one: what they share is the [`World`]
+//! ([`world`]) they act on.
 //!
 //! A run always yields a [`Run`]: a failure of the infrastructure (a
 //! container that does not start) or of the harness is recorded in
 //! `meta.harness_error` with its class, and the verdict is ERROR.
 
 pub mod audit;
+mod conditions;
+pub mod deadline;
 mod logs;
 pub mod nemesis;
 pub mod observer;
+mod progress;
+pub mod provision;
+mod target;
+mod verify;
+pub mod world;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
+use cdc_system::api::FeedState;
 use cdc_system::proto::upstream_client::UpstreamClient;
-use cdc_system::proto::{
-    CreateTableRequest, GetTsRequest, StopWorkloadRequest, TableName, WorkloadSpec,
-};
-use cdc_system::upstream::workload::workload_table;
-use cdc_system::upstream::{table, table_str};
+use cdc_system::proto::GetTsRequest;
+use cdc_system::settings::NodeSettings;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use tonic::transport::Channel;
+use rand::SeedableRng;
 
 use crate::checker;
 use crate::cluster::{Cluster, ClusterSpec};
 use crate::run_model::{
-    Bounds, DataFindings, EarlyStop, Effect, EffectKind, ErrorClass, FaultWindow, ResolvedTarget,
-    Run, RunMode, StepOutcome, StepRecord, WorkloadRecord,
+    Bounds, EarlyStop, Effect, EffectKind, ErrorClass, FaultWindow, ResolvedTarget, Run, RunMode,
+    StepOutcome, StepRecord,
 };
 use crate::scenario::{Condition, OnTimeout, Profile, Scenario, StepKind, Target};
-use crate::verifier;
-use nemesis::OpenFault;
-use observer::{Clock, Observer, Probe, View};
+use crate::slot::Slot;
+use conditions::WaitStart;
+use nemesis::{Family, Fault, OpenFault};
+use observer::{Clock, Observer, Probe};
+pub use progress::{default_jobs, Progress, RunOptions};
+use world::World;
 
-/// How to run.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Seeds target choices (`any`) and the workload.
-    pub seed: u64,
-    /// Where step lines go.
-    pub progress: Progress,
-    /// `early` (the default) stops once the verdict is settled; `full` runs
-    /// the whole timeline and recovery tail.
-    pub mode: RunMode,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            seed: 1,
-            progress: Progress::Lines,
-            mode: RunMode::Early,
-        }
+/// The nodes' settings of `sc` under `profile` (built during validation).
+pub fn node_settings(sc: &Scenario, profile: Profile) -> NodeSettings {
+    NodeSettings {
+        profile,
+        ..sc.cluster.settings.clone()
     }
-}
-
-/// How many runs `chaos run` starts at once unless told: measured on the
-/// 2-core machines this project runs on (see README, "How long"), one run
-/// per core plus one, since a run mostly waits on its faults and bounds.
-pub fn default_jobs() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores + 1
-}
-
-/// Where a run reports its steps.
-#[derive(Debug, Clone)]
-pub enum Progress {
-    /// A line per step (and while long steps run) on stderr.
-    Lines,
-    /// The run's line of a terminal progress display: the current step is
-    /// its message.
-    Bar(indicatif::ProgressBar),
-}
-
-impl Progress {
-    fn say(&self, prefix: &str, msg: &str) {
-        match self {
-            Progress::Lines => eprintln!("[{prefix}] {msg}"),
-            Progress::Bar(b) => {
-                // Indented lines are details of the step shown already.
-                if !msg.starts_with("  ") {
-                    b.set_message(msg.to_string());
-                }
-            }
-        }
-    }
-}
-
-/// The nodes' settings for a scenario's timing overrides.
-pub fn node_env(sc: &Scenario) -> Result<Vec<(String, String)>> {
-    let t = &sc.cluster.timing;
-    let mut env = Vec::new();
-    let secs = |what: &str, d: Duration| -> Result<String> {
-        if d.subsec_millis() != 0 || d.is_zero() {
-            bail!("{}: cluster.timing.{what} = {d:?}: cdc-server takes whole seconds here (e.g. \"5s\")", sc.path.display());
-        }
-        Ok(d.as_secs().to_string())
-    };
-    if let Some(d) = t.session_ttl {
-        env.push(("CDC_TTL_SECS".into(), secs("session_ttl", d.0)?));
-    }
-    if let Some(d) = t.removal_delay {
-        env.push(("CDC_REMOVAL_DELAY_SECS".into(), secs("removal_delay", d.0)?));
-    }
-    if let Some(d) = t.backoff_initial {
-        env.push(("CDC_BACKOFF_INITIAL_MS".into(), d.0.as_millis().to_string()));
-    }
-    if let Some(d) = t.backoff_max {
-        env.push(("CDC_BACKOFF_MAX_MS".into(), d.0.as_millis().to_string()));
-    }
-    for (name, set) in [
-        ("error_stuck", t.error_stuck.is_some()),
-        ("operator_resend", t.operator_resend.is_some()),
-        ("manager_tick", t.manager_tick.is_some()),
-        ("heartbeat", t.heartbeat.is_some()),
-    ] {
-        if set {
-            bail!(
-                "{}: cluster.timing.{name} is not a setting cdc-server takes; remove it (supported: session_ttl, removal_delay, backoff_initial, backoff_max, sample_period)",
-                sc.path.display()
-            );
-        }
-    }
-    Ok(env)
-}
-
-/// The tables of changefeed `i` of `n` (tables are dealt round-robin).
-pub fn changefeed_tables(sc: &Scenario, i: usize) -> Vec<TableName> {
-    let n = sc.changefeeds.len().max(1);
-    (0..sc.workload.tables as usize)
-        .filter(|t| t % n == i)
-        .map(|t| table("shop", &format!("t{t}")))
-        .collect()
-}
-
-fn all_tables(sc: &Scenario) -> Vec<TableName> {
-    (0..sc.workload.tables)
-        .map(|t| table("shop", &format!("t{t}")))
-        .collect()
-}
-
-fn topic_of(cf: &str) -> String {
-    format!("cdc-chaos-{cf}")
 }
 
 fn bounds(sc: &Scenario) -> Bounds {
@@ -190,21 +101,13 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     run.meta.mode = opts.mode;
     let prefix = format!("{} {}", sc.name, profile.as_str());
     let say = |msg: String| opts.progress.say(&prefix, &msg);
-    let env = match node_env(sc) {
-        Ok(e) => e,
-        Err(e) => {
-            fail(&mut run, ErrorClass::Harness, e);
-            return finish(run, t0);
-        }
-    };
     say(format!(
         "starting etcd, Toxiproxy, Kafka, the upstream and {} node(s)",
         sc.cluster.nodes
     ));
     let spec = ClusterSpec {
         nodes: sc.cluster.nodes as usize,
-        node_profile: profile.as_str().into(),
-        node_env: env,
+        node_settings: node_settings(sc, profile),
         ..Default::default()
     };
     let cluster = match Cluster::start(spec).await {
@@ -227,7 +130,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
         st.infra_ms as f64 / 1000.0,
         st.nodes_ms as f64 / 1000.0,
     ));
-    let mut r = match Runner::new(sc, profile, opts, cluster, run, t0).await {
+    let mut r = match Runner::new(sc, profile, opts, cluster, run, t0, prefix.clone()).await {
         Ok(r) => r,
         Err((cluster, mut run, e)) => {
             fail(&mut run, ErrorClass::Infrastructure, e);
@@ -237,10 +140,8 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
         }
     };
     r.execute().await;
-    let Runner {
-        cluster, mut run, ..
-    } = r;
-    match cluster.shutdown().await {
+    let Runner { w, mut run, .. } = r;
+    match w.cluster.shutdown().await {
         Ok(left) if left.containers + left.networks > 0 => {
             tracing::warn!(?left, "teardown left resources; the next run reaps them")
         }
@@ -277,19 +178,19 @@ fn finish(mut run: Run, t0: Instant) -> Run {
     run
 }
 
+/// How long target resolution retries a role with no holder yet.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// One run in progress.
-pub struct Runner<'a> {
+struct Runner<'a> {
     sc: &'a Scenario,
     opts: &'a RunOptions,
-    pub cluster: Cluster,
-    pub run: Run,
-    probe: Probe,
-    clock: Clock,
+    w: World,
+    run: Run,
     observer: Option<Observer>,
     rng: StdRng,
-    upstream: UpstreamClient<Channel>,
     /// Step id -> the node slot its target resolved to.
-    resolved: HashMap<String, u32>,
+    resolved: HashMap<String, Slot>,
     /// Faults still open, by id.
     open: BTreeMap<String, OpenFault>,
     workload_running: bool,
@@ -313,6 +214,7 @@ impl<'a> Runner<'a> {
         cluster: Cluster,
         run: Run,
         started: Instant,
+        prefix: String,
     ) -> std::result::Result<Runner<'a>, (Cluster, Run, anyhow::Error)> {
         let setup = async {
             let apis: Vec<String> = cluster.nodes().iter().map(|n| n.api.clone()).collect();
@@ -332,13 +234,17 @@ impl<'a> Runner<'a> {
         let mut r = Runner {
             sc,
             opts,
-            cluster,
+            w: World {
+                cluster,
+                probe,
+                clock: Clock::start(),
+                upstream,
+                progress: opts.progress.clone(),
+                prefix,
+            },
             run,
-            probe,
-            clock: Clock::start(),
             observer: None,
             rng: StdRng::seed_from_u64(opts.seed),
-            upstream,
             resolved: HashMap::new(),
             open: BTreeMap::new(),
             workload_running: false,
@@ -350,20 +256,14 @@ impl<'a> Runner<'a> {
             started,
         };
         if let Err(e) = r.prepare().await {
-            let Runner { cluster, run, .. } = r;
-            return Err((cluster, run, e));
+            let Runner { w, run, .. } = r;
+            return Err((w.cluster, run, e));
         }
         Ok(r)
     }
 
     fn say(&self, msg: impl std::fmt::Display) {
-        let prefix = format!(
-            "{} {} {:>6.1}s",
-            self.sc.name,
-            self.run.meta.profile,
-            self.clock.now_ms() as f64 / 1000.0
-        );
-        self.opts.progress.say(&prefix, &msg.to_string());
+        self.w.say(msg)
     }
 
     /// In an `early` run: whether the outcome is settled: a checker's FAIL
@@ -429,108 +329,46 @@ impl<'a> Runner<'a> {
             r.checker
         ));
         self.run.meta.stopped_early = Some(EarlyStop {
-            t_ms: self.clock.now_ms(),
+            t_ms: self.w.clock.now_ms(),
             cause: r.checker,
             reason,
         });
         true
     }
 
-    /// Waits for a coordinator every node follows, creates the tables and the
-    /// changefeeds, and starts the clock and the observer.
+    /// Provisions the run, then starts the clock and the observer.
     async fn prepare(&mut self) -> Result<()> {
-        let n = self.sc.cluster.nodes as usize;
-        let clock = Clock::start();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let v = self.probe.view(&clock).await;
-            let coord = v.coordinator.as_ref().map(|(id, _)| id.clone());
-            let following = v
-                .nodes
-                .iter()
-                .filter(|nv| {
-                    nv.reachable
-                        && coord.is_some()
-                        && nv
-                            .snapshot
-                            .as_ref()
-                            .is_some_and(|s| s["coordinator"][0].as_str() == coord.as_deref())
-                })
-                .count();
-            if v.coordinator_slot().is_some() && following == n {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "no coordinator followed by all {n} nodes within 90 s (etcd names {:?}, {following} follow); errors: {:?}",
-                    v.coordinator,
-                    v.errors
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        for t in all_tables(self.sc) {
-            self.upstream
-                .create_table(CreateTableRequest {
-                    table: Some(workload_table(&t)),
-                })
-                .await
-                .with_context(|| format!("creating table {}", table_str(&t)))?;
-        }
-        let start_ts = self.upstream.get_ts(GetTsRequest {}).await?.into_inner().ts;
-        let api = self.cluster.node(0)?.api.clone();
-        for (i, cf) in self.sc.changefeeds.iter().enumerate() {
-            let body = serde_json::json!({
-                "changefeed_id": cf,
-                "sink_uri": format!("kafka://kafka:9092/{}?protocol=canal-json&partition-num=3&write-timeout=5s", topic_of(cf)),
-                "tables": changefeed_tables(self.sc, i).iter().map(table_str).collect::<Vec<_>>(),
-                "start_ts": start_ts,
-            });
-            let resp = self
-                .probe
-                .http()
-                .post(format!("{api}/api/v2/changefeeds"))
-                .json(&body)
-                .send()
-                .await
-                .with_context(|| format!("creating changefeed {cf}"))?;
-            if !resp.status().is_success() {
-                bail!(
-                    "creating changefeed {cf}: {} {}",
-                    resp.status(),
-                    resp.text().await.unwrap_or_default()
-                );
-            }
-        }
-        // Every changefeed replicating with a bootstrapped maintainer.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let v = self.probe.view(&clock).await;
-            let ready = self.sc.changefeeds.iter().all(|cf| {
-                v.changefeed(cf)
-                    .is_some_and(|c| c.scheduling == "replicating")
-                    && v.maintainers_of(cf).iter().any(|(_, m)| m.bootstrap_done)
-            });
-            if ready {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "changefeeds not replicating within 60 s after creation: {:?}",
-                    v.changefeeds
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        self.clock = Clock::start();
+        provision::provision(&mut self.w, self.sc).await?;
+        self.w.clock = Clock::start();
         self.run.meta.startup_ms = Some(self.started.elapsed().as_millis() as u64);
         self.run.meta.started_at =
-            chrono::DateTime::from_timestamp_millis(self.clock.started_at_ms)
+            chrono::DateTime::from_timestamp_millis(self.w.clock.started_at_ms)
                 .unwrap_or_default()
                 .to_rfc3339();
         let period = self.sample_period();
-        self.observer = Some(Observer::start(self.probe.clone(), self.clock, period));
+        self.observer = Some(Observer::start(self.w.probe.clone(), self.w.clock, period));
         Ok(())
+    }
+
+    fn record_step(
+        &mut self,
+        index: usize,
+        id: Option<String>,
+        kind: &StepKind,
+        span: (u64, u64),
+        done: StepDone,
+    ) {
+        self.run.steps.push(StepRecord {
+            index,
+            id,
+            action: kind.action().into(),
+            detail: kind.to_string(),
+            started_ms: span.0,
+            ended_ms: span.1,
+            target: done.target,
+            outcome: done.outcome,
+            effects: done.effects,
+        });
     }
 
     /// The timeline, the heal at the end, the recovery tail, the data
@@ -542,7 +380,7 @@ impl<'a> Runner<'a> {
         for (index, step) in steps.iter().enumerate() {
             self.next_step = index;
             if let (false, Some(at)) = (aborted, step.at) {
-                let now = Duration::from_millis(self.clock.now_ms());
+                let now = Duration::from_millis(self.w.clock.now_ms());
                 if at > now && self.sleep(at - now).await {
                     aborted = true;
                 }
@@ -551,46 +389,41 @@ impl<'a> Runner<'a> {
                 aborted = true;
             }
             if aborted {
-                self.run.steps.push(StepRecord {
-                    index,
-                    id: step.id.clone(),
-                    action: step.kind.action().into(),
-                    detail: step.kind.to_string(),
-                    started_ms: self.clock.now_ms(),
-                    ended_ms: self.clock.now_ms(),
-                    target: None,
+                let now = self.w.clock.now_ms();
+                let skipped = StepDone {
                     outcome: StepOutcome::Skipped,
-                    effects: Vec::new(),
-                });
+                    ..StepDone::done()
+                };
+                self.record_step(index, step.id.clone(), &step.kind, (now, now), skipped);
                 continue;
             }
             self.say(format_args!("step {}/{total}: {}", index + 1, step.kind));
-            let started_ms = self.clock.now_ms();
+            let started_ms = self.w.clock.now_ms();
             let id = step.id.clone().unwrap_or_else(|| format!("step-{index}"));
-            let res = self.step(&id, &step.kind).await;
-            let ended_ms = self.clock.now_ms();
-            let (outcome, target, effects) = match res {
-                Ok(d) => (d.outcome, d.target, d.effects),
+            let done = match self.step(&id, &step.kind).await {
+                Ok(d) => d,
                 Err(e) => {
                     self.say(format_args!("  step failed: {e:#}"));
-                    (
-                        StepOutcome::Failed {
+                    StepDone {
+                        outcome: StepOutcome::Failed {
                             message: format!("{e:#}"),
                         },
-                        None,
-                        Vec::new(),
-                    )
+                        ..StepDone::done()
+                    }
                 }
             };
-            if let (Some(sid), Some(t)) = (&step.id, &target) {
-                self.resolved.insert(sid.clone(), t.node);
+            let ended_ms = self.w.clock.now_ms();
+            if let (Some(sid), Some(t)) = (&step.id, &done.target) {
+                if let Some(s) = Slot::new(t.node) {
+                    self.resolved.insert(sid.clone(), s);
+                }
             }
-            match &outcome {
+            match &done.outcome {
                 StepOutcome::TimedOut => self.say("  timed out"),
                 StepOutcome::Done => self.say(format_args!(
                     "  done in {:.1} s{}",
                     (ended_ms - started_ms) as f64 / 1000.0,
-                    target
+                    done.target
                         .as_ref()
                         .map(|t| format!(" (target node {} {})", t.node, t.node_id))
                         .unwrap_or_default()
@@ -598,7 +431,7 @@ impl<'a> Runner<'a> {
                 _ => {}
             }
             let abort = matches!(
-                (&outcome, &step.kind),
+                (&done.outcome, &step.kind),
                 (
                     StepOutcome::TimedOut,
                     StepKind::Wait {
@@ -606,42 +439,21 @@ impl<'a> Runner<'a> {
                         ..
                     }
                 )
-            ) || matches!(outcome, StepOutcome::Failed { .. });
-            self.run.steps.push(StepRecord {
+            ) || matches!(done.outcome, StepOutcome::Failed { .. });
+            let interrupted = matches!(done.outcome, StepOutcome::Interrupted);
+            self.record_step(
                 index,
-                id: step.id.clone(),
-                action: step.kind.action().into(),
-                detail: step.kind.to_string(),
-                started_ms,
-                ended_ms,
-                target,
-                outcome,
-                effects,
-            });
+                step.id.clone(),
+                &step.kind,
+                (started_ms, ended_ms),
+                done,
+            );
             if abort {
                 self.say("  the timeline is aborted; healing and judging");
                 aborted = true;
-                if self.opts.mode == RunMode::Early && self.run.meta.stopped_early.is_none() {
-                    let last = self.run.steps.last().expect("pushed above");
-                    self.run.meta.stopped_early = Some(EarlyStop {
-                        t_ms: last.ended_ms,
-                        cause: "abort".into(),
-                        reason: format!(
-                            "step {} ({}) {}",
-                            last.index + 1,
-                            last.detail,
-                            match &last.outcome {
-                                StepOutcome::TimedOut => "timed out".to_string(),
-                                other => format!("{other:?}"),
-                            }
-                        ),
-                    });
-                }
+                self.stop_early_on_abort();
             }
-            if matches!(
-                self.run.steps.last().map(|s| &s.outcome),
-                Some(StepOutcome::Interrupted)
-            ) {
+            if interrupted {
                 aborted = true;
             }
         }
@@ -662,7 +474,8 @@ impl<'a> Runner<'a> {
         }
         self.poll_failpoints(true).await;
         if self.workload_running {
-            if let Err(e) = self.stop_workload().await {
+            self.workload_running = false;
+            if let Err(e) = provision::stop_workload(&mut self.w, &mut self.run.workload).await {
                 fail(&mut self.run, ErrorClass::Infrastructure, e);
             }
         }
@@ -682,7 +495,7 @@ impl<'a> Runner<'a> {
             "observation ended: {} samples; verifying Kafka against the upstream",
             self.run.samples.len()
         ));
-        match self.verify().await {
+        match verify::verify(&self.w, self.sc, &self.run.samples).await {
             Ok(d) => self.run.data = Some(d),
             Err(e) => fail(
                 &mut self.run,
@@ -690,7 +503,28 @@ impl<'a> Runner<'a> {
                 e.context("verifying the data"),
             ),
         }
-        self.run.logs = logs::collect(&self.cluster, Some(&self.clock)).await;
+        self.run.logs = logs::collect(&self.w.cluster, Some(&self.w.clock)).await;
+    }
+
+    /// An aborted timeline stops an `early` run: recorded once.
+    fn stop_early_on_abort(&mut self) {
+        if self.opts.mode != RunMode::Early || self.run.meta.stopped_early.is_some() {
+            return;
+        }
+        let last = self.run.steps.last().expect("a step was recorded");
+        self.run.meta.stopped_early = Some(EarlyStop {
+            t_ms: last.ended_ms,
+            cause: "abort".into(),
+            reason: format!(
+                "step {} ({}) {}",
+                last.index + 1,
+                last.detail,
+                match &last.outcome {
+                    StepOutcome::TimedOut => "timed out".to_string(),
+                    other => format!("{other:?}"),
+                }
+            ),
+        });
     }
 
     /// After the last heal: observe until every changefeed is normal and past
@@ -711,21 +545,22 @@ impl<'a> Runner<'a> {
             .as_ref()
             .map(|w| w.last_commit_ts)
             .unwrap_or(0);
+        let left = Duration::from_millis(deadline_ms.saturating_sub(self.w.clock.now_ms()));
         self.say(format_args!(
             "observing recovery (until every changefeed is normal past {target}, at most {:.0} s more)",
-            deadline_ms.saturating_sub(self.clock.now_ms()) as f64 / 1000.0
+            left.as_secs_f64()
         ));
-        loop {
-            let v = self.probe.view(&self.clock).await;
-            let ok = self.sc.changefeeds.iter().all(|cf| {
-                v.changefeed(cf)
-                    .is_some_and(|c| c.state == "normal" && c.checkpoint_ts >= target)
-            });
-            if ok || self.clock.now_ms() >= deadline_ms || self.settled() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        deadline::until(self, left, Duration::from_millis(500), |r| {
+            Box::pin(async move {
+                let v = r.w.view().await;
+                let ok = r.sc.changefeeds.iter().all(|cf| {
+                    v.changefeed(cf)
+                        .is_some_and(|c| c.state == FeedState::Normal && c.checkpoint_tso >= target)
+                });
+                (ok || r.settled()).then_some(())
+            })
+        })
+        .await;
         // Two more sampling periods so the record shows the end state.
         let period = self.sample_period();
         tokio::time::sleep(period * 2 + Duration::from_millis(100)).await;
@@ -744,287 +579,133 @@ impl<'a> Runner<'a> {
     /// Sleeps, polling failpoint hits on the way; true when it was cut
     /// short because the verdict is settled (an `early` run).
     async fn sleep(&mut self, d: Duration) -> bool {
-        let end = Instant::now() + d;
-        while Instant::now() < end {
-            if self.settled() {
-                return true;
-            }
-            let left = end - Instant::now();
-            tokio::time::sleep(left.min(Duration::from_millis(500))).await;
-            self.poll_failpoints(false).await;
-        }
-        false
-    }
-
-    async fn view(&self) -> View {
-        self.probe.view(&self.clock).await
+        let cut = deadline::until(self, d, Duration::from_millis(500), |r| {
+            Box::pin(async move {
+                if r.settled() {
+                    return Some(());
+                }
+                r.poll_failpoints(false).await;
+                None
+            })
+        })
+        .await;
+        cut.is_some()
     }
 
     fn fault_mut(&mut self, id: &str) -> Option<&mut FaultWindow> {
         self.run.faults.iter_mut().rev().find(|f| f.id == id)
     }
 
-    fn effect(&self, kind: EffectKind) -> Effect {
-        Effect {
-            t_ms: self.clock.now_ms(),
-            kind,
+    fn resolver(&mut self) -> target::Resolver<'_> {
+        target::Resolver {
+            resolved: &self.resolved,
+            nodes: self.sc.cluster.nodes,
+            rng: &mut self.rng,
         }
     }
 
-    /// Resolves a target against a fresh view, retrying for a while when the
+    /// Resolves a target against fresh views, retrying for a while when the
     /// role has no holder yet (e.g. between coordinators).
     async fn resolve(&mut self, target: &Target) -> Result<ResolvedTarget> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let v = self.view().await;
-            match self.resolve_in(&v, target) {
-                Ok(slot) => {
+        let got = deadline::until(
+            &mut (&mut *self, target),
+            RESOLVE_TIMEOUT,
+            Duration::from_millis(500),
+            |(r, target)| {
+                let target: &Target = target;
+                Box::pin(async move {
+                    let v = r.w.view().await;
+                    let slot = r.resolver().resolve(&v, target).ok()?;
                     let node_id = v
                         .node(slot)
                         .and_then(|n| n.id.clone())
                         .unwrap_or_else(|| "unknown".into());
-                    return Ok(ResolvedTarget {
+                    Some(ResolvedTarget {
                         spec: target.to_string(),
-                        node: slot,
+                        node: slot.number(),
                         node_id,
-                    });
-                }
-                Err(e) if Instant::now() > deadline => {
-                    return Err(e.context(format!("resolving target `{target}` for 20 s")))
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-            }
-        }
-    }
-
-    fn resolve_in(&mut self, v: &View, target: &Target) -> Result<u32> {
-        match target {
-            Target::Node(n) => Ok(*n),
-            Target::NodeOf(step) => self
-                .resolved
-                .get(step)
-                .copied()
-                .ok_or_else(|| anyhow!("step `{step}` resolved no target")),
-            Target::Coordinator => v
-                .coordinator_slot()
-                .ok_or_else(|| anyhow!("no coordinator")),
-            Target::MaintainerOf(cf) => {
-                let ms = v.maintainers_of(cf);
-                ms.iter()
-                    .find(|(_, m)| m.bootstrap_done && !m.removal_only && !m.removing)
-                    .or_else(|| ms.iter().find(|(_, m)| !m.removal_only))
-                    .map(|(s, _)| *s)
-                    .or_else(|| {
-                        v.changefeed(cf)
-                            .and_then(|c| c.maintainer_node_id.as_deref())
-                            .and_then(|id| v.slot_of_id(id))
                     })
-                    .ok_or_else(|| anyhow!("no maintainer of {cf}"))
-            }
-            Target::DispatcherHostOf(cf) => {
-                let hosts: Vec<u32> = v
-                    .nodes
-                    .iter()
-                    .filter(|n| n.reachable && n.hosts_dispatchers_of(cf))
-                    .map(|n| n.slot)
-                    .collect();
-                if hosts.is_empty() {
-                    bail!("no node hosts dispatchers of {cf}");
-                }
-                Ok(hosts[self.rng.random_range(0..hosts.len())])
-            }
-            Target::Any(except) => {
-                let mut excluded = Vec::new();
-                for t in except {
-                    if let Ok(s) = self.resolve_in(v, t) {
-                        excluded.push(s);
-                    }
-                }
-                let candidates: Vec<u32> = (1..=self.sc.cluster.nodes)
-                    .filter(|s| !excluded.contains(s))
-                    .collect();
-                if candidates.is_empty() {
-                    bail!("every node is excluded by `{target}`");
-                }
-                Ok(candidates[self.rng.random_range(0..candidates.len())])
-            }
-        }
-    }
-
-    async fn start_workload(&mut self) -> Result<()> {
-        let w = &self.sc.workload;
-        let rows_per_txn = 4u32;
-        let status = self
-            .upstream
-            .start_workload(WorkloadSpec {
-                rate: w.rows_per_sec as f64 / rows_per_txn as f64,
-                tables: all_tables(self.sc),
-                key_space: w.keys_per_table as u64,
-                update_ratio: 0.5,
-                delete_ratio: 0.1,
-                rows_per_txn,
-                seed: self.opts.seed,
-            })
-            .await
-            .context("starting the workload")?
-            .into_inner();
-        if !status.error.is_empty() {
-            bail!("the workload reports: {}", status.error);
-        }
-        self.workload_running = true;
-        self.run.workload = Some(WorkloadRecord {
-            started_ms: self.clock.now_ms(),
-            stopped_ms: None,
-            rows_written: 0,
-            last_commit_ts: 0,
-        });
-        Ok(())
-    }
-
-    async fn stop_workload(&mut self) -> Result<()> {
-        let s = self
-            .upstream
-            .stop_workload(StopWorkloadRequest {})
-            .await
-            .context("stopping the workload")?
-            .into_inner();
-        self.workload_running = false;
-        let now = self.clock.now_ms();
-        let w = self.run.workload.get_or_insert(WorkloadRecord {
-            started_ms: now,
-            stopped_ms: None,
-            rows_written: 0,
-            last_commit_ts: 0,
-        });
-        w.stopped_ms = Some(now);
-        w.rows_written = s.rows;
-        w.last_commit_ts = s.last_commit_ts;
-        self.say(format_args!(
-            "  workload stopped: {} rows in {} txns, last commit {}",
-            s.rows, s.txns, s.last_commit_ts
-        ));
-        Ok(())
-    }
-
-    /// Evaluates a wait condition on a view.
-    fn holds(&mut self, v: &View, c: &Condition, at_start: &WaitStart) -> Option<String> {
-        match c {
-            Condition::ChangefeedState { changefeed, state } => {
-                let want = format!("{state:?}").to_lowercase();
-                v.changefeed(changefeed)
-                    .filter(|cf| cf.state == want)
-                    .map(|cf| {
-                        format!(
-                            "{changefeed} is {} (checkpoint {})",
-                            cf.state, cf.checkpoint_ts
-                        )
-                    })
-            }
-            Condition::CoordinatorChanged {} => match (&v.coordinator, &at_start.coordinator) {
-                (Some(now), Some(then)) if now != then => Some(format!(
-                    "coordinator {} (term {}) after {} (term {})",
-                    now.0, now.1, then.0, then.1
-                )),
-                (Some(now), None) => Some(format!("coordinator {} (term {})", now.0, now.1)),
-                _ => None,
+                })
             },
-            Condition::MaintainerPresent {
-                changefeed,
-                on,
-                bootstrapped,
-                removal_only,
-            } => {
-                let slot = match on {
-                    Some(t) => Some(self.resolve_in(v, t).ok()?),
-                    None => None,
-                };
-                v.maintainers_of(changefeed)
-                    .into_iter()
-                    .find(|(s, m)| {
-                        slot.is_none_or(|x| x == *s)
-                            && bootstrapped.is_none_or(|b| b == m.bootstrap_done)
-                            && removal_only.is_none_or(|r| r == m.removal_only)
-                    })
-                    .map(|(s, m)| {
-                        format!(
-                            "node {s} hosts a maintainer of {changefeed} (epoch {}, bootstrap_done={}, removal_only={})",
-                            m.epoch, m.bootstrap_done, m.removal_only
-                        )
-                    })
+        )
+        .await;
+        match got {
+            Some(t) => Ok(t),
+            None => {
+                let v = self.w.view().await;
+                let why = self.resolver().resolve(&v, target).err();
+                Err(anyhow!(
+                    "resolving target `{target}` for {} s: {}",
+                    RESOLVE_TIMEOUT.as_secs(),
+                    why.map(|e| format!("{e:#}")).unwrap_or_default()
+                ))
             }
-            Condition::MaintainerAbsent { changefeed, on } => {
-                let slot = match on {
-                    Some(t) => Some(self.resolve_in(v, t).ok()?),
-                    None => None,
-                };
-                let present = v
-                    .maintainers_of(changefeed)
-                    .into_iter()
-                    .any(|(s, _)| slot.is_none_or(|x| x == s));
-                (!present).then(|| format!("no maintainer of {changefeed}"))
-            }
-            Condition::CheckpointAdvanced { changefeed } => v
-                .changefeed(changefeed)
-                .filter(|cf| cf.checkpoint_ts > at_start.ts)
-                .map(|cf| {
-                    format!(
-                        "{changefeed} checkpoint {} > {}",
-                        cf.checkpoint_ts, at_start.ts
-                    )
-                }),
         }
     }
 
     async fn wait(&mut self, c: &Condition, timeout: Duration) -> Result<StepDone> {
-        let ts = self.upstream.get_ts(GetTsRequest {}).await?.into_inner().ts;
-        let v0 = self.view().await;
+        let ts = self
+            .w
+            .upstream
+            .get_ts(GetTsRequest {})
+            .await?
+            .into_inner()
+            .ts;
+        let v0 = self.w.view().await;
         let start = WaitStart {
             ts,
             coordinator: v0.coordinator.clone(),
         };
         let t = Instant::now();
-        let mut last_say = Instant::now();
-        loop {
-            let v = self.view().await;
-            if let Some(detail) = self.holds(&v, c, &start) {
-                return Ok(StepDone {
-                    effects: vec![self.effect(EffectKind::ConditionMet { detail })],
-                    ..StepDone::done()
-                });
-            }
-            if t.elapsed() > timeout {
-                return Ok(StepDone {
-                    outcome: StepOutcome::TimedOut,
-                    ..StepDone::done()
-                });
-            }
-            if self.settled() {
-                return Ok(StepDone {
-                    outcome: StepOutcome::Interrupted,
-                    ..StepDone::done()
-                });
-            }
-            if last_say.elapsed() > Duration::from_secs(10) {
-                last_say = Instant::now();
-                self.say(format_args!(
-                    "  still waiting until {c} ({:.0} s of {:.0} s)",
-                    t.elapsed().as_secs_f64(),
-                    timeout.as_secs_f64()
-                ));
-            }
-            self.sleep(Duration::from_millis(300)).await;
-        }
+        let mut state = (&mut *self, c, &start, Instant::now());
+        let got = deadline::until(&mut state, timeout, Duration::from_millis(300), |st| {
+            let (r, c, start, last_say) = st;
+            let (c, start): (&Condition, &WaitStart) = (c, start);
+            Box::pin(async move {
+                let v = r.w.view().await;
+                if let Some(detail) = conditions::holds(&v, c, start, &mut r.resolver()) {
+                    return Some(StepDone {
+                        effects: vec![r.w.effect(EffectKind::ConditionMet { detail })],
+                        ..StepDone::done()
+                    });
+                }
+                if r.settled() {
+                    return Some(StepDone {
+                        outcome: StepOutcome::Interrupted,
+                        ..StepDone::done()
+                    });
+                }
+                if last_say.elapsed() > Duration::from_secs(10) {
+                    *last_say = Instant::now();
+                    r.say(format_args!(
+                        "  still waiting until {c} ({:.0} s of {:.0} s)",
+                        t.elapsed().as_secs_f64(),
+                        timeout.as_secs_f64()
+                    ));
+                }
+                r.poll_failpoints(false).await;
+                None
+            })
+        })
+        .await;
+        Ok(got.unwrap_or(StepDone {
+            outcome: StepOutcome::TimedOut,
+            ..StepDone::done()
+        }))
     }
 
     /// Runs one step.
     async fn step(&mut self, id: &str, kind: &StepKind) -> Result<StepDone> {
         match kind {
             StepKind::StartWorkload {} => {
-                self.start_workload().await?;
+                let rec = provision::start_workload(&mut self.w, self.sc, self.opts.seed).await?;
+                self.run.workload = Some(rec);
+                self.workload_running = true;
                 Ok(StepDone::done())
             }
             StepKind::StopWorkload {} => {
-                self.stop_workload().await?;
+                self.workload_running = false;
+                provision::stop_workload(&mut self.w, &mut self.run.workload).await?;
                 Ok(StepDone::done())
             }
             StepKind::Wait {
@@ -1056,64 +737,182 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Verifies each changefeed's topic at its final checkpoint and audits
-    /// every checkpoint observed.
-    async fn verify(&mut self) -> Result<DataFindings> {
-        let mut all = DataFindings::default();
-        let mut finals = Vec::new();
-        for (i, cf) in self.sc.changefeeds.iter().enumerate() {
-            let seen: Vec<audit::SeenCheckpoint> = self
-                .run
-                .samples
-                .iter()
-                .flat_map(|s| {
-                    s.changefeeds
-                        .iter()
-                        .filter(|c| &c.name == cf)
-                        .map(move |c| audit::SeenCheckpoint {
-                            t_ms: s.t_ms,
-                            changefeed: cf.clone(),
-                            checkpoint_ts: c.checkpoint_ts,
-                        })
-                })
-                .collect();
-            let final_cp = seen.last().map(|s| s.checkpoint_ts).unwrap_or(0);
-            finals.push(final_cp);
-            let tables = changefeed_tables(self.sc, i);
-            let (kafka, truth) = verifier::read_live(
-                self.cluster.verifier_bootstrap(),
-                &topic_of(cf),
-                self.cluster.upstream_endpoint()?,
-                &tables,
-            )
-            .await
-            .with_context(|| format!("reading {cf}'s topic and ground truth"))?;
-            let changes: Vec<verifier::Change> = kafka.iter().map(|(c, _)| c.clone()).collect();
-            let report = verifier::verify(&changes, &truth, final_cp);
-            self.say(format_args!("  {cf}: {}", report.summary()));
-            let f = verifier::data_findings(&report);
-            let audits = audit::audit(cf, &seen, &truth, &kafka, self.clock.started_at_ms, 20);
-            let dishonest = audits.iter().filter(|a| !a.missing.is_empty()).count();
-            self.say(format_args!(
-                "  {cf}: {} distinct checkpoints audited, {dishonest} dishonest",
-                audits.len()
-            ));
-            all.missing.extend(f.missing);
-            all.order_violations.extend(f.order_violations);
-            all.duplicates += f.duplicates;
-            all.final_image_mismatches.extend(f.final_image_mismatches);
-            all.unexpected.extend(f.unexpected);
-            all.checkpoint_audits.extend(audits);
+    /// Injects the fault of a step through its family's nemesis, records its
+    /// window, and composes what spans families: `down_for` (inject, sleep,
+    /// heal) and failpoints set again on a restarted node.
+    async fn inject(&mut self, id: &str, kind: &StepKind) -> Result<StepDone> {
+        let family =
+            Family::of_step(kind).ok_or_else(|| anyhow!("`{}` is not a fault", kind.action()))?;
+        let target = match kind.targets().first() {
+            Some(t) if !matches!(kind, StepKind::Wait { .. }) => Some(self.resolve(t).await?),
+            _ => None,
+        };
+        self.run.faults.push(FaultWindow {
+            id: id.to_string(),
+            action: kind.action().to_string(),
+            target: target.clone(),
+            injected_ms: self.w.clock.now_ms(),
+            healed_ms: None,
+            effects: Vec::new(),
+        });
+        let fault = Fault {
+            id,
+            kind,
+            target: target.as_ref(),
+        };
+        let injected = family.inject(&self.w, &fault).await?;
+        let mut effects = injected.effects;
+        if let Some(t) = injected.target {
+            if let Some(w) = self.fault_mut(id) {
+                w.target = Some(t);
+            }
         }
-        all.final_checkpoint_ts = finals.into_iter().min().unwrap_or(0);
-        Ok(all)
+        self.record_effects(id, &effects);
+        let slot = target.as_ref().and_then(|t| Slot::new(t.node));
+        if let (StepKind::RestartNode { .. }, Some(s)) = (kind, slot) {
+            self.reapply_after_restart(s).await?;
+        }
+        match injected.open {
+            None => self.close_window(id),
+            Some(open) => {
+                let down_for = match kind {
+                    StepKind::KillNode { down_for, .. } => down_for.map(|d| d.0),
+                    StepKind::RestartKafka { down_for } => {
+                        Some(down_for.map(|d| d.0).unwrap_or(Duration::ZERO))
+                    }
+                    _ => None,
+                };
+                self.open.insert(id.into(), open);
+                if let Some(d) = down_for {
+                    self.sleep(d).await;
+                    effects.extend(self.heal(id).await?);
+                }
+                if matches!(kind, StepKind::EnableFailpoint { .. }) {
+                    self.poll_failpoints(true).await;
+                }
+            }
+        }
+        Ok(StepDone {
+            outcome: StepOutcome::Done,
+            target,
+            effects,
+        })
     }
-}
 
-/// What a wait compares against.
-struct WaitStart {
-    ts: u64,
-    coordinator: Option<(String, u64)>,
+    fn record_effects(&mut self, id: &str, effects: &[Effect]) {
+        if let Some(w) = self.fault_mut(id) {
+            w.effects.extend(effects.iter().cloned());
+        }
+    }
+
+    fn close_window(&mut self, id: &str) {
+        let now = self.w.clock.now_ms();
+        if let Some(w) = self.fault_mut(id) {
+            w.healed_ms.get_or_insert(now);
+        }
+    }
+
+    /// Heals the open fault `id`; returns the effects seen on the way.
+    async fn heal(&mut self, id: &str) -> Result<Vec<Effect>> {
+        if matches!(
+            self.open.get(id),
+            Some(OpenFault::Failpoint { hit: false, .. })
+        ) {
+            // A last look before the count is gone.
+            self.poll_failpoints(true).await;
+        }
+        let open = self
+            .open
+            .remove(id)
+            .ok_or_else(|| anyhow!("fault `{id}` is not open"))?;
+        let effects = Family::of_open(&open).heal(&self.w, &open).await?;
+        self.record_effects(id, &effects);
+        if let OpenFault::Kill { slot, .. } = open {
+            self.reapply_after_restart(slot).await?;
+        }
+        self.close_window(id);
+        Ok(effects)
+    }
+
+    /// A new process starts with no failpoint set: the failpoints of faults
+    /// still open on this slot (and a peers partition's outbound drop) are
+    /// set again, so a fault on a node outlives its restarts until healed.
+    async fn reapply_after_restart(&mut self, slot: Slot) -> Result<()> {
+        let again: Vec<(String, String)> = self
+            .open
+            .values()
+            .filter_map(|f| match f {
+                OpenFault::Failpoint {
+                    slot: s,
+                    name,
+                    value,
+                    ..
+                } if *s == slot => Some((name.clone(), value.clone())),
+                OpenFault::Partition {
+                    peers_of: Some(s), ..
+                } if *s == slot => Some((
+                    cdc_system::failpoint::Failpoint::DropRemoteMessage
+                        .name()
+                        .to_string(),
+                    nemesis::network::DROP_ALL_OUTBOUND.to_string(),
+                )),
+                _ => None,
+            })
+            .collect();
+        for (name, value) in again {
+            nemesis::failpoint::set(&self.w, slot, &name, &value).await?;
+            self.say(format_args!(
+                "  failpoint {name}={value} set again on restarted node {slot}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records a hit of every open failpoint fault that has not shown one
+    /// yet (at most once a second unless forced).
+    async fn poll_failpoints(&mut self, force: bool) {
+        if !force
+            && self
+                .last_failpoint_poll
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last_failpoint_poll = Some(Instant::now());
+        let pending: Vec<(String, Slot, String)> = self
+            .open
+            .iter()
+            .filter_map(|(id, f)| match f {
+                OpenFault::Failpoint {
+                    slot,
+                    name,
+                    hit: false,
+                    ..
+                } => Some((id.clone(), *slot, name.clone())),
+                _ => None,
+            })
+            .collect();
+        for (id, slot, name) in pending {
+            let Some(hits) = nemesis::failpoint::hits(&self.w, slot, &name)
+                .await
+                .filter(|h| *h > 0)
+            else {
+                continue;
+            };
+            let e = self.w.effect(EffectKind::FailpointHit {
+                node: slot.number(),
+                name: name.clone(),
+                hits,
+            });
+            self.record_effects(&id, &[e]);
+            if let Some(OpenFault::Failpoint { hit, .. }) = self.open.get_mut(&id) {
+                *hit = true;
+            }
+            self.say(format_args!(
+                "  failpoint {name} hit on node {slot} ({hits}x)"
+            ));
+        }
+    }
 }
 
 /// A finished step.

@@ -6,13 +6,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cdc_system::api::{ChangefeedList, ChangefeedView, NodeSnapshot};
 use cdc_system::proto::upstream_client::UpstreamClient;
 use cdc_system::proto::GetWorkloadRequest;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
 use crate::run_model::{ChangefeedObs, CoordinatorObs, MaintainerObs, NodeObs, Sample};
+use crate::slot::Slot;
 
 /// The run clock: t = 0 when the timeline starts.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +41,7 @@ impl Clock {
 #[derive(Clone)]
 pub struct Probe {
     http: reqwest::Client,
-    /// Node APIs by slot index (slot n is `apis[n - 1]`).
+    /// Node APIs by [`Slot::index`].
     pub apis: Vec<String>,
     etcd: etcd_client::Client,
     root: String,
@@ -52,68 +54,48 @@ pub struct Probe {
 /// What one node showed.
 #[derive(Debug, Clone)]
 pub struct NodeView {
-    /// 1-based slot.
-    pub slot: u32,
+    pub slot: Slot,
     pub id: Option<String>,
     pub reachable: bool,
     /// `/debug/node` as answered.
-    pub snapshot: Option<Value>,
+    pub snapshot: Option<NodeSnapshot>,
 }
 
 impl NodeView {
     pub fn is_coordinator(&self) -> bool {
         self.snapshot
             .as_ref()
-            .is_some_and(|s| s["coordinator_view"]["bootstrapped"] == true)
+            .is_some_and(NodeSnapshot::is_coordinator)
     }
 
     pub fn maintainers(&self) -> Vec<MaintainerObs> {
         let Some(s) = &self.snapshot else {
             return Vec::new();
         };
-        s["maintainers"]
-            .as_array()
-            .map(|ms| {
-                ms.iter()
-                    .map(|m| MaintainerObs {
-                        changefeed: m["changefeed"].as_str().unwrap_or_default().to_string(),
-                        epoch: m["epoch"].as_u64().unwrap_or(0),
-                        bootstrap_done: m["bootstrap_done"] == true,
-                        removal_only: m["removal_only"] == true,
-                        removing: !m["removing"].is_null(),
-                        checkpoint_ts: m["checkpoint_ts"].as_u64().unwrap_or(0),
-                    })
-                    .collect()
+        s.maintainers
+            .iter()
+            .map(|m| MaintainerObs {
+                changefeed: m.changefeed.clone(),
+                epoch: m.epoch,
+                bootstrap_done: m.bootstrap_done,
+                removal_only: m.removal_only,
+                removing: m.removing.is_some(),
+                checkpoint_ts: m.checkpoint_ts,
             })
-            .unwrap_or_default()
+            .collect()
     }
 
     /// Whether this node hosts dispatchers of `cf`.
     pub fn hosts_dispatchers_of(&self, cf: &str) -> bool {
-        self.snapshot.as_ref().is_some_and(|s| {
-            s["dispatcher_managers"].as_array().is_some_and(|d| {
-                d.iter().any(|m| {
-                    m["changefeed"] == cf && m["tables"].as_array().is_some_and(|t| !t.is_empty())
-                })
-            })
-        })
+        self.snapshot
+            .as_ref()
+            .is_some_and(|s| s.hosts_dispatchers_of(cf))
     }
 
     fn errors(&self) -> Vec<String> {
-        let Some(s) = &self.snapshot else {
-            return Vec::new();
-        };
-        s["dispatcher_managers"]
-            .as_array()
-            .map(|d| {
-                d.iter()
-                    .filter_map(|m| {
-                        m["error"]
-                            .as_str()
-                            .map(|e| format!("{}: {e}", m["changefeed"].as_str().unwrap_or("?")))
-                    })
-                    .collect()
-            })
+        self.snapshot
+            .as_ref()
+            .map(NodeSnapshot::errors)
             .unwrap_or_default()
     }
 }
@@ -126,14 +108,14 @@ pub struct View {
     /// The coordinator etcd's owner key names: (node ID, term).
     pub coordinator: Option<(String, u64)>,
     /// The coordinator's view of each changefeed.
-    pub changefeeds: Vec<ChangefeedObs>,
+    pub changefeeds: Vec<ChangefeedView>,
     pub upstream_commit_ts: u64,
     pub errors: Vec<String>,
 }
 
 impl View {
     /// The slot etcd names as coordinator, else a node that says it is.
-    pub fn coordinator_slot(&self) -> Option<u32> {
+    pub fn coordinator_slot(&self) -> Option<Slot> {
         if let Some((id, _)) = &self.coordinator {
             if let Some(n) = self
                 .nodes
@@ -149,23 +131,23 @@ impl View {
             .map(|n| n.slot)
     }
 
-    pub fn node(&self, slot: u32) -> Option<&NodeView> {
+    pub fn node(&self, slot: Slot) -> Option<&NodeView> {
         self.nodes.iter().find(|n| n.slot == slot)
     }
 
-    pub fn slot_of_id(&self, id: &str) -> Option<u32> {
+    pub fn slot_of_id(&self, id: &str) -> Option<Slot> {
         self.nodes
             .iter()
             .find(|n| n.id.as_deref() == Some(id))
             .map(|n| n.slot)
     }
 
-    pub fn changefeed(&self, cf: &str) -> Option<&ChangefeedObs> {
-        self.changefeeds.iter().find(|c| c.name == cf)
+    pub fn changefeed(&self, cf: &str) -> Option<&ChangefeedView> {
+        self.changefeeds.iter().find(|c| c.id == cf)
     }
 
     /// Maintainers of `cf` by slot (reachable nodes only).
-    pub fn maintainers_of(&self, cf: &str) -> Vec<(u32, MaintainerObs)> {
+    pub fn maintainers_of(&self, cf: &str) -> Vec<(Slot, MaintainerObs)> {
         self.nodes
             .iter()
             .filter(|n| n.reachable)
@@ -192,18 +174,34 @@ impl View {
                 .nodes
                 .iter()
                 .map(|n| NodeObs {
-                    node: n.slot,
+                    node: n.slot.number(),
                     node_id: n.id.clone(),
                     reachable: n.reachable,
                     coordinator_version: n
                         .snapshot
                         .as_ref()
-                        .and_then(|s| s["coordinator_view"]["version"].as_u64()),
+                        .and_then(|s| s.coordinator_view.as_ref())
+                        .map(|c| c.version),
                     maintainers: n.maintainers(),
                     errors: n.errors(),
                 })
                 .collect(),
-            changefeeds: self.changefeeds.clone(),
+            changefeeds: self
+                .changefeeds
+                .iter()
+                .map(|c| ChangefeedObs {
+                    name: c.id.clone(),
+                    state: c.state.to_string(),
+                    scheduling: c.scheduling.to_string(),
+                    maintainer_node_id: c.maintainer_node.clone(),
+                    epoch: c.epoch,
+                    checkpoint_ts: c.checkpoint_tso,
+                    upstream_commit_ts: self.upstream_commit_ts,
+                    lag_ms: physical_ms(self.upstream_commit_ts)
+                        .saturating_sub(physical_ms(c.checkpoint_tso)),
+                    error: c.error.as_ref().map(|e| e.message.clone()),
+                })
+                .collect(),
             errors: self.errors.clone(),
         }
     }
@@ -245,7 +243,7 @@ impl Probe {
         &self.http
     }
 
-    async fn get(&self, url: String) -> Result<Value, String> {
+    async fn get<T: DeserializeOwned>(&self, url: String) -> Result<T, String> {
         let r = self.http.get(&url).send().await.map_err(|e| {
             if e.is_timeout() {
                 format!("{url}: timed out")
@@ -254,12 +252,15 @@ impl Probe {
             }
         })?;
         let status = r.status();
-        let body: Value = r.json().await.map_err(|e| format!("{url}: {e}"))?;
-        if status.is_success() {
-            Ok(body)
-        } else {
-            Err(format!("{url}: {status}: {body}"))
+        let body = r.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+        if !status.is_success() {
+            return Err(format!(
+                "{url}: {status}: {}",
+                String::from_utf8_lossy(&body)
+            ));
         }
+        // A field the harness expects and the node does not serve is an error here, not a zero.
+        serde_json::from_slice(&body).map_err(|e| format!("{url}: unexpected body: {e}"))
     }
 
     async fn owner(&self) -> Result<Option<(String, u64)>, String> {
@@ -276,7 +277,7 @@ impl Probe {
         let nodes = futures::future::join_all(
             self.apis
                 .iter()
-                .map(|api| self.get(format!("{api}/debug/node"))),
+                .map(|api| self.get::<NodeSnapshot>(format!("{api}/debug/node"))),
         );
         let owner = self.owner();
         let workload = async {
@@ -293,10 +294,10 @@ impl Probe {
         {
             let mut last = self.last_ids.lock().expect("last ids");
             for (i, a) in answers.into_iter().enumerate() {
-                let slot = i as u32 + 1;
+                let slot = Slot::at_index(i);
                 match a {
                     Ok(s) => {
-                        let id = s["id"].as_str().map(String::from);
+                        let id = Some(s.id.clone());
                         last[i] = id.clone();
                         views.push(NodeView {
                             slot,
@@ -334,24 +335,12 @@ impl Probe {
             errors,
         };
         if let Some(slot) = view.coordinator_slot() {
-            let api = &self.apis[slot as usize - 1];
-            match self.get(format!("{api}/api/v2/changefeeds")).await {
-                Ok(list) => {
-                    for c in list["items"].as_array().into_iter().flatten() {
-                        let cp = c["checkpoint_tso"].as_u64().unwrap_or(0);
-                        view.changefeeds.push(ChangefeedObs {
-                            name: c["id"].as_str().unwrap_or_default().into(),
-                            state: c["state"].as_str().unwrap_or_default().into(),
-                            scheduling: c["scheduling"].as_str().unwrap_or_default().into(),
-                            maintainer_node_id: c["maintainer_node"].as_str().map(String::from),
-                            epoch: c["epoch"].as_u64().unwrap_or(0),
-                            checkpoint_ts: cp,
-                            upstream_commit_ts,
-                            lag_ms: physical_ms(upstream_commit_ts).saturating_sub(physical_ms(cp)),
-                            error: c["error"]["message"].as_str().map(String::from),
-                        })
-                    }
-                }
+            let api = &self.apis[slot.index()];
+            match self
+                .get::<ChangefeedList>(format!("{api}/api/v2/changefeeds"))
+                .await
+            {
+                Ok(list) => view.changefeeds = list.items,
                 Err(e) => view.errors.push(format!("changefeeds: {e}")),
             }
         }

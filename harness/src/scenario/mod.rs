@@ -12,6 +12,7 @@ mod error;
 mod parse;
 mod types;
 
+use cdc_system::settings::NodeSettings;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,8 +20,8 @@ use std::time::Duration;
 pub use error::{ScenarioError, ScenarioErrors};
 pub use parse::parse_str;
 pub use types::{
-    check_failpoint_value, ChangefeedState, Condition, Dur, Expected, FaultKind, Link, OnTimeout,
-    Profile, StepKind, Streams, Target, ACTIONS, KNOWN_FAILPOINTS, TARGET_FORMS,
+    Condition, Dur, Expected, FaultKind, FeedState, Link, OnTimeout, Profile, StepKind, Streams,
+    Target, ACTIONS, TARGET_FORMS,
 };
 
 /// A validated scenario.
@@ -50,11 +51,15 @@ pub struct Cluster {
     /// The profiles to run on, in file order.
     pub profiles: Vec<Profile>,
     pub timing: Timing,
+    /// The nodes' settings from `timing`, built during validation; the run
+    /// sets the profile.
+    pub settings: NodeSettings,
 }
 
 pub const MAX_NODES: u32 = 5;
 
-/// Timing overrides of the system (reference §6.5); `None` keeps the default.
+/// Timing overrides of the system (docs/control-plane.md §6.5); `None` keeps
+/// the default.
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Timing {
@@ -68,6 +73,63 @@ pub struct Timing {
     pub heartbeat: Option<Dur>,
     /// The observer's sampling period.
     pub sample_period: Option<Dur>,
+}
+
+impl Timing {
+    /// The node settings these overrides make: `Err((key, message))` names
+    /// the first key `cdc-server` cannot take as written.
+    pub fn to_settings(&self) -> Result<NodeSettings, (&'static str, String)> {
+        let mut s = NodeSettings::default();
+        let ms = |d: Dur| d.0.as_millis() as u64;
+        let positive = |key: &'static str, d: Dur| {
+            if d.0.is_zero() {
+                Err((key, format!("timing.{key} must be above zero")))
+            } else {
+                Ok(ms(d))
+            }
+        };
+        if let Some(d) = self.session_ttl {
+            if d.0.subsec_millis() != 0 || d.0.is_zero() {
+                return Err((
+                    "session_ttl",
+                    format!("timing.session_ttl = \"{d}\": the capture lease takes whole seconds (e.g. \"5s\")"),
+                ));
+            }
+            s.ttl_secs = d.0.as_secs();
+        }
+        if let Some(d) = self.removal_delay {
+            s.removal_delay_ms = ms(d);
+        }
+        if let Some(d) = self.backoff_initial {
+            s.backoff_initial_ms = ms(d);
+        }
+        if let Some(d) = self.backoff_max {
+            s.backoff_max_ms = ms(d);
+        }
+        if let Some(d) = self.error_stuck {
+            s.give_up_ms = ms(d);
+        }
+        if let Some(d) = self.operator_resend {
+            s.operator_resend_ms = positive("operator_resend", d)?;
+        }
+        if let Some(d) = self.manager_tick {
+            s.tick_ms = positive("manager_tick", d)?;
+        }
+        if let Some(d) = self.heartbeat {
+            s.heartbeat_ms = positive("heartbeat", d)?;
+        }
+        if let (Some(lo), Some(hi)) = (self.backoff_initial, self.backoff_max) {
+            if lo > hi {
+                return Err((
+                    "backoff_initial",
+                    format!("timing.backoff_initial ({lo}) is above timing.backoff_max ({hi})"),
+                ));
+            }
+        }
+        s.check()
+            .map_err(|e| ("backoff_initial", format!("timing: {e}")))?;
+        Ok(s)
+    }
 }
 
 /// The upstream workload.

@@ -3,6 +3,10 @@
 //! (declared names, node slots, the order of faults and heals, deadlines).
 //! Every error carries the file, the line and a hint.
 
+use std::str::FromStr;
+
+use cdc_system::failpoint::{Failpoint, Term};
+use cdc_system::settings::NodeSettings;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::Path;
@@ -179,20 +183,22 @@ impl Validator<'_> {
                 );
             }
         }
-        if let (Some(lo), Some(hi)) = (rc.timing.backoff_initial, rc.timing.backoff_max) {
-            if lo > hi {
+        let settings = match rc.timing.to_settings() {
+            Ok(s) => s,
+            Err((key, msg)) => {
                 let at = self
                     .src
-                    .find_key(cluster_span.clone(), "backoff_initial")
-                    .or_else(|| self.src.find_key(0..text_len, "backoff_initial"))
+                    .find_key(cluster_span.clone(), key)
+                    .or_else(|| self.src.find_key(0..text_len, key))
                     .unwrap_or(cluster_span.start);
                 self.err(
                     at,
-                    format!("timing.backoff_initial ({lo}) is above timing.backoff_max ({hi})"),
-                    "the first backoff interval cannot exceed the cap; lower backoff_initial or raise backoff_max",
+                    msg,
+                    "every key of [cluster.timing] becomes a cdc-server setting; see scenarios/README.md",
                 );
+                NodeSettings::default()
             }
-        }
+        };
 
         // changefeeds
         let mut changefeeds: Vec<String> = Vec::new();
@@ -323,6 +329,7 @@ impl Validator<'_> {
                 nodes,
                 profiles,
                 timing: rc.timing,
+                settings,
             },
             workload: raw.workload,
             changefeeds,
@@ -560,7 +567,7 @@ impl Validator<'_> {
                             ),
                         );
                     }
-                    Target::Node(n) if *n > nodes => {
+                    Target::Node(n) if n.number() > nodes => {
                         self.err(
                             self.src.find_text(region.clone(), &t.to_string()).unwrap_or(*start),
                             format!("target `{t}` is out of range: the cluster has {nodes} node(s)"),
@@ -645,29 +652,26 @@ impl Validator<'_> {
                         "raise cluster.nodes to at least 2",
                     );
                 }
-                StepKind::EnableFailpoint { name, value, .. } => {
-                    if !KNOWN_FAILPOINTS.iter().any(|(n, _)| n == name) {
-                        self.err(
-                            key_at(self, "name"),
-                            format!("unknown failpoint `{name}`"),
-                            format!(
-                                "use one the system implements: {}",
-                                KNOWN_FAILPOINTS
-                                    .iter()
-                                    .map(|(n, _)| *n)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        );
+                StepKind::EnableFailpoint { name, value, .. } => match Failpoint::from_str(name) {
+                    Err(_) => self.err(
+                        key_at(self, "name"),
+                        format!("unknown failpoint `{name}`"),
+                        format!(
+                            "use one the system implements: {}",
+                            Failpoint::names().join(", ")
+                        ),
+                    ),
+                    // The rules the node executes when the term is set.
+                    Ok(point) => {
+                        if let Err(m) = Term::parse(point, value) {
+                            self.err(
+                                key_at(self, "value"),
+                                m,
+                                "write a failpoint term: return, return(<arg>), 10%return, 1*return(<arg>) or off",
+                            );
+                        }
                     }
-                    if let Err(m) = check_failpoint_value(value) {
-                        self.err(
-                            key_at(self, "value"),
-                            m,
-                            "write a failpoint term: return(true), 10%return(true), 1*return(true), sleep(4000), pause or off",
-                        );
-                    }
-                }
+                },
                 StepKind::StartWorkload {} => {
                     if let Some(line) = workload_running {
                         self.err(
@@ -870,7 +874,7 @@ id = "fp"
 action = "enable_failpoint"
 target = "coordinator"
 name = "coordinator/BlockBeforeStopChangefeed"
-value = "pause"
+value = "return"
 [[step]]
 action = "disable_failpoint"
 fault = "fp"
@@ -961,7 +965,7 @@ action = "stop_workload"
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxicity = 1.5\ntoxic = { type = \"timeout\", attributes = { timeout = 0 } }\n", "not a probability"),
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"latency\", attributes = { latency = 1 } }\n", "missing field `jitter`"),
             ("[[step]]\nid = \"x\"\naction = \"add_toxic\"\ntarget = \"coordinator\"\nlink = \"kafka\"\ntoxic = { type = \"drop\", attributes = { } }\n", "unknown variant `drop`"),
-            ("[[step]]\naction = \"enable_failpoint\"\ntarget = \"coordinator\"\nname = \"server/resign-failed\"\nvalue = \"true\"\n", "not a failpoint term"),
+            ("[[step]]\naction = \"enable_failpoint\"\ntarget = \"coordinator\"\nname = \"server/resign-failed\"\nvalue = \"true\"\n", "is not an action"),
             ("[[step]]\naction = \"sleep\"\nduration = \"0s\"\n", "sleep of zero"),
             ("[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"cf1\"\nstate = \"normal\"\ntimeout = \"1s\"\n", "unknown field `state`"),
             ("[[step]]\naction = \"wait\"\nuntil = \"soon\"\ntimeout = \"1s\"\n", "unknown variant `soon`"),

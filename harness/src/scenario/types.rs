@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::slot::Slot;
 use crate::toxiproxy::{Stream, ToxicKind};
 
 /// A duration written as a whole number and a unit: `500ms`, `10s`, `2m`, `1h`.
@@ -105,7 +106,7 @@ pub enum Target {
     /// A node hosting dispatchers of a changefeed (the seeded choice if several).
     DispatcherHostOf(String),
     /// Node slot `n` (1-based).
-    Node(u32),
+    Node(Slot),
     /// The node an earlier step (by `id`) resolved its target to.
     NodeOf(String),
     /// Any node, chosen with the run's seed, except the listed targets.
@@ -134,7 +135,7 @@ impl FromStr for Target {
             "dispatcher-host-of" => Ok(Target::DispatcherHostOf(arg.to_string())),
             "node-of" => Ok(Target::NodeOf(arg.to_string())),
             "node" => match arg.parse::<u32>() {
-                Ok(n) if n >= 1 => Ok(Target::Node(n)),
+                Ok(n) if n >= 1 => Ok(Target::Node(Slot::new(n).expect("n >= 1"))),
                 _ => Err(format!(
                     "target `{s}`: the node slot must be a number from 1"
                 )),
@@ -212,6 +213,19 @@ pub enum Link {
     Peers,
 }
 
+impl Link {
+    /// The Toxiproxy proxy of `slot`'s link (the cluster names them so).
+    pub fn proxy_of(self, slot: Slot) -> String {
+        let prefix = match self {
+            Link::Kafka => "kafka",
+            Link::Etcd => "etcd",
+            Link::Upstream => "upstream",
+            Link::Peers => "msg",
+        };
+        format!("{prefix}-{}", slot.name())
+    }
+}
+
 impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -243,16 +257,8 @@ impl Streams {
     }
 }
 
-/// A changefeed state as the coordinator persists it (reference §3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangefeedState {
-    Normal,
-    Warning,
-    Failed,
-    Stopped,
-    Finished,
-}
+/// A changefeed state: the system's own vocabulary (what the API serves).
+pub use cdc_system::api::FeedState;
 
 /// What a `wait` step waits for.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -261,7 +267,7 @@ pub enum Condition {
     /// The coordinator reports the changefeed in `state`.
     ChangefeedState {
         changefeed: String,
-        state: ChangefeedState,
+        state: FeedState,
     },
     /// The coordinator role moved to another node or term since the wait began.
     CoordinatorChanged {},
@@ -365,7 +371,8 @@ pub enum StepKind {
     EnableFailpoint {
         target: Target,
         name: String,
-        /// Failpoint term, e.g. `return(true)`, `10%return(true)`, `1*return(true)`, `sleep(4000)`, `pause`.
+        /// Failpoint term as the system executes it ([`cdc_system::failpoint::Term`]):
+        /// e.g. `return(true)`, `10%return(true)`, `1*return(4000)`, `off`.
         value: String,
     },
     /// Disable the failpoint enabled by step `fault`.
@@ -646,93 +653,6 @@ impl StepKind {
     }
 }
 
-/// Failpoints a scenario may name. TiCDC's names where TiCDC has one
-/// (reference §5); names under `cdc-chaos/` are this project's own.
-pub const KNOWN_FAILPOINTS: &[(&str, &str)] = &[
-    (
-        "pkg/messaging/InjectDropRemoteMessage",
-        "drop remote control messages with the given probability (TiCDC random_drop_message)",
-    ),
-    (
-        "maintainer/NewChangefeedRetryError",
-        "maintainer initialisation returns a retryable error",
-    ),
-    (
-        "coordinator/BlockBeforeStopChangefeed",
-        "hold the coordinator in handleStateChange before it stops the changefeed",
-    ),
-    (
-        "coordinator/coordinator-run-with-error",
-        "the coordinator's run loop returns a retryable error",
-    ),
-    (
-        "server/campaign-compacted-error",
-        "the election campaign fails with a compacted-revision error",
-    ),
-    ("server/resign-failed", "resigning the coordinator fails"),
-    (
-        "coordinator/changefeed/CoordinatorDontUpdateChangefeedCheckpoint",
-        "the coordinator stops updating the changefeed checkpoint",
-    ),
-    (
-        "pkg/sink/kafka/KafkaSinkAsyncSendError",
-        "the Kafka sink reports an asynchronous send error (TiCDC mq_sink_error_resume)",
-    ),
-    (
-        "cdc-chaos/DelayCascadeRemove",
-        "hold cascade RemoveMaintainerRequests to this node for the given ms (`return(<ms>)`) so one arrives after the maintainer was deleted",
-    ),
-    (
-        "cdc-chaos/PlaceRetryOnPreviousNode",
-        "the coordinator's basic scheduler places a retried changefeed on its previous maintainer's node",
-    ),
-    (
-        "cdc-chaos/DelayCloseRequest",
-        "hold one of this node's outgoing MaintainerCloseRequests for the given ms (`return(<ms>)`) so it lands on the next generation",
-    ),
-    (
-        "cdc-chaos/DelayMessageType",
-        "delay this node's outgoing control messages of one type: `return(<MessageType>:<ms>)`",
-    ),
-    (
-        "cdc-chaos/DuplicateMessageType",
-        "send this node's outgoing control messages of one type twice: `return(<MessageType>)`",
-    ),
-    (
-        "cdc-chaos/HoldCloseAck",
-        "this node's dispatcher manager holds its close ACK (the slow node of reference §4.2 step 4)",
-    ),
-];
-
-/// Checks a failpoint term: `[<n>%|<n>*]<action>` with action one of
-/// `return(...)`, `sleep(<ms>)`, `pause`, `panic`, `off`.
-pub fn check_failpoint_value(v: &str) -> Result<(), String> {
-    let mut rest = v;
-    let digits = rest
-        .bytes()
-        .take_while(|b| b.is_ascii_digit() || *b == b'.')
-        .count();
-    if digits > 0 {
-        match rest.as_bytes().get(digits) {
-            Some(b'%') | Some(b'*') => rest = &rest[digits + 1..],
-            _ => return Err(format!("failpoint value `{v}`: a number must be followed by `%` (probability) or `*` (count)")),
-        }
-    }
-    let ok = rest == "pause"
-        || rest == "panic"
-        || rest == "off"
-        || (rest.starts_with("return(") && rest.ends_with(')'))
-        || rest
-            .strip_prefix("sleep(")
-            .and_then(|r| r.strip_suffix(')'))
-            .is_some_and(|ms| !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit()));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("failpoint value `{v}` is not a failpoint term"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,23 +705,6 @@ mod tests {
             "node",
         ] {
             assert!(bad.parse::<Target>().is_err(), "{bad} accepted");
-        }
-    }
-
-    #[test]
-    fn failpoint_terms() {
-        for ok in [
-            "return(true)",
-            "10%return(true)",
-            "1*return(true)",
-            "sleep(4000)",
-            "pause",
-            "off",
-        ] {
-            check_failpoint_value(ok).unwrap();
-        }
-        for bad in ["true", "10return(true)", "sleep(x)", "return(true", ""] {
-            assert!(check_failpoint_value(bad).is_err(), "{bad} accepted");
         }
     }
 }

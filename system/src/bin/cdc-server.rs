@@ -7,9 +7,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
-use cdc_system::coordinator::CoordinatorConfig;
+use cdc_system::failpoint::Faults;
+use cdc_system::node::api::ApiOptions;
 use cdc_system::node::server::{self, NodeConfig};
-use cdc_system::profile::Profile;
+use cdc_system::settings::NodeSettings;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -43,24 +44,11 @@ struct Args {
     /// own proxied listener in the chaos cluster).
     #[arg(long, env = "CDC_KAFKA_OVERRIDE")]
     kafka_override: Option<String>,
-    /// Behaviour profile: pre-fix, fix or hardened.
-    #[arg(long, env = "CDC_PROFILE", default_value = "hardened")]
-    profile: Profile,
-    /// Capture lease TTL in seconds (TiCDC default 10; values below 5 become 10 there, not here).
-    #[arg(long, env = "CDC_TTL_SECS", default_value_t = 10)]
-    ttl_secs: u64,
-    /// Delay before a departed node leaves the membership, in seconds.
-    #[arg(long, env = "CDC_REMOVAL_DELAY_SECS", default_value_t = 5)]
-    removal_delay_secs: u64,
-    /// First retry backoff of a changefeed in warning, in ms.
-    #[arg(long, env = "CDC_BACKOFF_INITIAL_MS", default_value_t = 10_000)]
-    backoff_initial_ms: u64,
-    /// Cap of the retry backoff, in ms.
-    #[arg(long, env = "CDC_BACKOFF_MAX_MS", default_value_t = 600_000)]
-    backoff_max_ms: u64,
-    /// Fail a changefeed after this long in warning without progress, in ms.
-    #[arg(long, env = "CDC_GIVE_UP_MS", default_value_t = 1_800_000)]
-    give_up_ms: u64,
+    /// Serve the `/debug/failpoints` routes (the chaos harness sets it).
+    #[arg(long, env = "CDC_ENABLE_FAILPOINTS")]
+    enable_failpoints: bool,
+    #[command(flatten)]
+    settings: NodeSettings,
 }
 
 #[tokio::main]
@@ -74,6 +62,14 @@ async fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let a = Args::parse();
+    if let Err(e) = a.settings.check() {
+        anyhow::bail!("cdc-server: {e}");
+    }
+    let profile = a.settings.profile;
+    let opts = ApiOptions {
+        enable_failpoints: a.enable_failpoints,
+        upstream: a.upstream.clone(),
+    };
     let cfg = NodeConfig {
         root: a.root,
         etcd: a.etcd,
@@ -82,26 +78,19 @@ async fn main() -> anyhow::Result<()> {
         http_advertise: a.http_advertise,
         upstream: a.upstream,
         kafka_override: a.kafka_override,
-        profile: a.profile,
-        ttl: Duration::from_secs(a.ttl_secs),
-        removal_delay: Duration::from_secs(a.removal_delay_secs),
-        coordinator: CoordinatorConfig {
-            backoff_initial_ms: a.backoff_initial_ms,
-            backoff_max_ms: a.backoff_max_ms,
-            give_up_ms: a.give_up_ms,
-            ..Default::default()
-        },
+        settings: a.settings,
+        // One node per process: the `fail` crate's registry is this node's.
+        faults: Faults::fail_crate(),
     };
     let (handle, mut node) = server::start(cfg).await?;
     let commands = handle.commands.clone();
     let listener = tokio::net::TcpListener::bind(a.http_listen)
         .await
         .with_context(|| format!("binding the HTTP API on {}", a.http_listen))?;
-    tracing::info!(node = %handle.id, profile = %a.profile, http = %a.http_listen, "cdc-server ready");
-    let api =
-        tokio::spawn(
-            async move { axum::serve(listener, cdc_system::node::api::router(handle)).await },
-        );
+    tracing::info!(node = %handle.id, profile = %profile, failpoints = opts.enable_failpoints, http = %a.http_listen, "cdc-server ready");
+    let api = tokio::spawn(async move {
+        axum::serve(listener, cdc_system::node::api::router(handle, opts)).await
+    });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = &mut node => return r?,

@@ -1,7 +1,8 @@
-//! The coordinator: one per cluster, elected through etcd (reference §1.5-1.9,
-//! §3). Sans-IO: it consumes messages and ticks with a time in ms and leaves
-//! outgoing messages in its outbox, so the same logic runs in the real node
-//! and in the deterministic simulator ([`crate::sim`]).
+//! The coordinator: one per cluster, elected through etcd
+//! (docs/control-plane.md §1.5-1.9, §3). Sans-IO: it consumes messages and
+//! ticks with a time in ms and leaves outgoing messages in its outbox, so the
+//! same logic runs in the real node and in the deterministic simulator
+//! ([`crate::sim`]).
 //!
 //! Owns the changefeed DB (absent / scheduling / replicating / stopped), one
 //! operator per changefeed ([`operator`]), the basic least-loaded scheduler,
@@ -23,6 +24,8 @@ use crate::messages::{
 use crate::profile::Profile;
 use backoff::Backoff;
 use operator::{OpKind, Operator};
+
+use crate::failpoint::{Failpoint, Faults};
 
 /// Timing of the coordinator (TiCDC defaults, all overridable).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,8 +54,21 @@ impl Default for CoordinatorConfig {
 }
 
 /// The user-visible state of a changefeed (TiCDC's `state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantNames,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FeedState {
     Normal,
     Warning,
@@ -128,6 +144,7 @@ pub struct Coordinator {
     outbox: Vec<Envelope>,
     /// Notable decisions, for logs and tests.
     pub events: Vec<(u64, String)>,
+    faults: Faults,
 }
 
 impl Coordinator {
@@ -176,6 +193,7 @@ impl Coordinator {
             forced_placement: BTreeMap::new(),
             outbox: Vec::new(),
             events: Vec::new(),
+            faults: Faults::default(),
         };
         for n in &alive {
             c.send(n, Message::CoordinatorBootstrapRequest { version });
@@ -189,6 +207,12 @@ impl Coordinator {
             ),
         );
         c
+    }
+
+    /// Evaluates this coordinator's failpoints through `faults`.
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
     }
 
     fn send(&mut self, to: &NodeId, msg: Message) {
@@ -503,7 +527,7 @@ impl Coordinator {
         }
         if !regressed
             && s.checkpoint_ts > c.info.checkpoint_ts
-            && !crate::failpoint::hit(crate::failpoint::DONT_UPDATE_CHECKPOINT)
+            && !self.faults.hit(Failpoint::DontUpdateCheckpoint)
         {
             c.info.checkpoint_ts = s.checkpoint_ts;
             c.last_progress_ms = now;
@@ -527,14 +551,14 @@ impl Coordinator {
     /// maintainer, and requeue with backoff; fail after `give_up_ms` without progress.
     fn on_error(&mut self, now: u64, cf: &str, err: RunningError) {
         let give_up = self.cfg.give_up_ms;
-        if crate::failpoint::hit(crate::failpoint::BLOCK_BEFORE_STOP) {
+        if self.faults.hit(Failpoint::BlockBeforeStop) {
             return; // the next report of the error tries again
         }
         let c = self.feeds.get_mut(cf).unwrap();
         let Some(node) = c.bound_node().cloned() else {
             return;
         };
-        if crate::failpoint::hit(crate::failpoint::PLACE_RETRY_ON_PREVIOUS) {
+        if self.faults.hit(Failpoint::PlaceRetryOnPrevious) {
             self.forced_placement.insert(cf.into(), node.clone());
         }
         let c = self.feeds.get_mut(cf).unwrap();

@@ -4,14 +4,14 @@
 //! finishes on `from == dest && State == Working`, which a removal-only
 //! maintainer also reports.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::messages::{
     ChangefeedConfig, ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId,
 };
 use crate::profile::Profile;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpKind {
     Add {
@@ -39,7 +39,7 @@ pub enum Progress {
     Finished,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Operator {
     pub changefeed: ChangefeedId,
     pub kind: OpKind,

@@ -2,12 +2,13 @@
 //! handles the coordinator's add/remove commands, routes dispatcher-side
 //! answers to maintainers, reports statuses (changed, or at least every
 //! second) every 200 ms, and deletes stopped maintainers right after
-//! reporting them (reference §1.10, §6.1-5).
+//! reporting them (docs/control-plane.md §1.10, §6.1-5).
 //!
 //! The two facts of the seed bug live here: an add is silently ignored
 //! while any maintainer of the changefeed is registered (F4), and a cascade
 //! remove of an absent maintainer creates a removal-only maintainer (F1).
 
+use crate::failpoint::{Failpoint, Faults};
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Maintainer;
@@ -29,6 +30,7 @@ pub struct MaintainerManager {
     synthetic: Vec<MaintainerStatus>,
     alive: BTreeSet<NodeId>,
     outbox: Vec<Envelope>,
+    faults: Faults,
 }
 
 impl MaintainerManager {
@@ -43,7 +45,14 @@ impl MaintainerManager {
             synthetic: Vec::new(),
             alive,
             outbox: Vec::new(),
+            faults: Faults::default(),
         }
+    }
+
+    /// Evaluates this node's failpoints through `faults`.
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
     }
 
     pub fn take_outbox(&mut self) -> Vec<Envelope> {
@@ -109,11 +118,11 @@ impl MaintainerManager {
                     }
                 }
                 let mut m = Maintainer::new(&changefeed, epoch, checkpoint_ts, config, now);
-                if crate::failpoint::hit(crate::failpoint::NEW_CHANGEFEED_RETRY_ERROR) {
+                if self.faults.hit(Failpoint::NewChangefeedRetryError) {
                     m.errors.push(crate::messages::RunningError {
                         node: self.node.clone(),
                         code: "CDC:ErrMaintainerRetryable".into(),
-                        message: format!("[CDC:ErrMaintainerRetryable]maintainer of {changefeed} failed to initialise (failpoint {})", crate::failpoint::NEW_CHANGEFEED_RETRY_ERROR),
+                        message: format!("[CDC:ErrMaintainerRetryable]maintainer of {changefeed} failed to initialise (failpoint {})", Failpoint::NewChangefeedRetryError),
                     });
                 }
                 let out = m.start_bootstrap(now, &self.alive);

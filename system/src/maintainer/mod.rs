@@ -1,6 +1,6 @@
-//! The maintainer of one changefeed (reference §1.11) and the maintainer
-//! manager that hosts maintainers on a node (§1.10, [`manager`]). Sans-IO
-//! like the coordinator.
+//! The maintainer of one changefeed (docs/control-plane.md §1.11) and the
+//! maintainer manager that hosts maintainers on a node (§1.10, [`manager`]).
+//! Sans-IO like the coordinator.
 //!
 //! A maintainer starts `Working` and not bootstrapped; it sends a bootstrap
 //! request to every alive node and is `bootstrap_done` once all answered.
@@ -19,7 +19,7 @@ pub mod manager;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::messages::{
     ChangefeedConfig, ChangefeedId, ComponentState, MaintainerStatus, Message, NodeId, RunningError,
@@ -29,7 +29,7 @@ use crate::profile::Profile;
 const BOOTSTRAP_RESEND_MS: u64 = 500;
 const CLOSE_RESEND_MS: u64 = 100;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Removing {
     pub cascade: bool,
     /// Alive nodes whose close ACK is awaited.
@@ -37,7 +37,7 @@ pub struct Removing {
     pub last_sent_ms: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Maintainer {
     pub changefeed: ChangefeedId,
     pub epoch: u64,
@@ -345,10 +345,11 @@ impl Maintainer {
         if let Some(r) = &mut self.removing {
             // TiCDC re-checks completion on a further remove event (the stop
             // operator re-sends its remove every ~500 ms), counting only the
-            // nodes alive now: a node that left owes no ACK (reference §4.1
-            // F9/F10). A removal-only maintainer gets no further remove, so
-            // it stays stuck when its last un-ACKed node leaves (§4.6-1)
-            // unless the profile re-checks on membership changes.
+            // nodes alive now: a node that left owes no ACK
+            // (docs/control-plane.md §4.1 F9/F10). A removal-only maintainer
+            // gets no further remove, so it stays stuck when its last
+            // un-ACKed node leaves (§4.6-1) unless the profile re-checks on
+            // membership changes.
             r.pending.retain(|n| alive.contains(n));
             self.check_removal_done(now);
             return vec![];
@@ -432,8 +433,8 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
-    /// A cascade close waiting for a node that then left: the stop
-    /// operator's next remove completes it (reference §4.1 F9/F10); without
+    /// A cascade close waiting for a node that then left: the stop operator's
+    /// next remove completes it (docs/control-plane.md §4.1 F9/F10); without
     /// a further remove, pre-fix and fix stay stuck (§4.6-1) and hardened
     /// completes on its own tick.
     #[test]

@@ -1,8 +1,8 @@
-//! Coordinator election on the owner key (reference §1.4): a node becomes
-//! coordinator by creating `<root>/owner` under its capture lease when the
-//! key is absent; the coordinator version is the revision of that write, so
-//! every term has a larger version. Resigning deletes the key (only if still
-//! ours); a dead coordinator's key goes with its lease.
+//! Coordinator election on the owner key (docs/control-plane.md §1.4): a node
+//! becomes coordinator by creating `<root>/owner` under its capture lease
+//! when the key is absent; the coordinator version is the revision of that
+//! write, so every term has a larger version. Resigning deletes the key (only
+//! if still ours); a dead coordinator's key goes with its lease.
 
 use anyhow::{Context, Result};
 use etcd_client::{Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, WatchOptions};
@@ -31,9 +31,6 @@ pub async fn leader(client: &mut Client, root: &str) -> Result<Option<(NodeId, u
 pub async fn campaign(client: &mut Client, root: &str, node: &NodeId, lease: i64) -> Result<u64> {
     let key = owner_key(root);
     loop {
-        if crate::failpoint::hit(crate::failpoint::CAMPAIGN_ERROR) {
-            anyhow::bail!("campaign failed: etcdserver: mvcc: required revision has been compacted (failpoint)");
-        }
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
                 key.clone(),
@@ -78,12 +75,6 @@ pub async fn campaign(client: &mut Client, root: &str, node: &NodeId, lease: i64
 
 /// Gives up the coordinator role if this node holds it; `Ok(false)` if not.
 pub async fn resign(client: &mut Client, root: &str, node: &NodeId) -> Result<bool> {
-    if crate::failpoint::hit(crate::failpoint::RESIGN_FAILED) {
-        anyhow::bail!(
-            "resign failed (failpoint {})",
-            crate::failpoint::RESIGN_FAILED
-        );
-    }
     let key = owner_key(root);
     let txn = Txn::new()
         .when(vec![Compare::value(

@@ -1,9 +1,9 @@
-//! Membership through etcd (reference §1.3): each node puts its capture key
-//! `<root>/capture/<id>` under a lease with TTL (default 10 s) and keeps the
-//! lease alive; every node watches the prefix. A departed node (key deleted
-//! or expired) leaves the alive set only after a removal delay, as TiCDC's
-//! (so a crashed node lingers TTL + delay). Losing the lease ends the
-//! session: the node must restart with a fresh ID.
+//! Membership through etcd (docs/control-plane.md §1.3): each node puts its
+//! capture key `<root>/capture/<id>` under a lease with TTL (default 10 s)
+//! and keeps the lease alive; every node watches the prefix. A departed node
+//! (key deleted or expired) leaves the alive set only after a removal delay,
+//! as TiCDC's (so a crashed node lingers TTL + delay). Losing the lease ends
+//! the session: the node must restart with a fresh ID.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

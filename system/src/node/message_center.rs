@@ -1,5 +1,5 @@
-//! The message center (reference §2.3-2.4): control messages between nodes
-//! over tonic client streams, one per peer.
+//! The message center (docs/control-plane.md §2.3-2.4): control messages
+//! between nodes over tonic client streams, one per peer.
 //!
 //! Semantics kept from TiCDC on purpose, because the seed bug needs them:
 //! per-peer FIFO; a bounded, non-blocking send queue per peer that survives
@@ -177,7 +177,7 @@ impl MessageCenter {
         match verdict {
             Verdict::Drop => {
                 self.stats.dropped_by_hook.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(kind = e.msg.kind(), to = %e.to, "message dropped by failpoint");
+                tracing::debug!(kind = %e.msg.kind(), to = %e.to, "message dropped by failpoint");
                 false
             }
             Verdict::Delay(d) => {

@@ -1,34 +1,36 @@
 //! The node loop: one task owning this node's maintainer manager,
-//! dispatcher orchestrator and (when elected) coordinator, driven by
-//! wall-clock ticks (100 ms), the message center's inbox, membership changes
-//! and election events. API requests arrive as [`Command`]s; the loop
-//! publishes a [`NodeSnapshot`] after every tick for introspection.
+//! dispatcher orchestrator and (when elected) coordinator. [`NodeLoop`] has
+//! one method per event source: wall-clock ticks (`settings.tick_ms`), the
+//! message center's inbox, membership changes, election events and API
+//! [`Command`]s. The loop publishes a [`NodeSnapshot`] after every tick for
+//! introspection.
 //!
 //! Persistence: the coordinator's changefeeds live in etcd under
 //! `<root>/changefeed/<id>`; a new coordinator reads them before its
-//! bootstrap. The persisted checkpoint only moves forward.
+//! bootstrap. A persister task writes what changed, so an etcd write never
+//! holds up the loop. The persisted checkpoint only moves forward.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use etcd_client::{Client, EventType, GetOptions, WatchOptions};
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::backend::RealBackend;
 use super::election;
 use super::membership::{CaptureInfo, Membership};
-use super::message_center::{MessageCenter, Stats};
-use crate::coordinator::operator::Operator;
-use crate::coordinator::{Changefeed, Coordinator, CoordinatorConfig, PersistedFeed};
+use super::message_center::{MessageCenter, Stats, Verdict};
+use crate::coordinator::{Coordinator, PersistedFeed};
 use crate::dispatcher_orchestrator::DispatcherOrchestrator;
+use crate::failpoint::{Failpoint, Faults};
 use crate::maintainer::manager::MaintainerManager;
-use crate::maintainer::Maintainer;
 use crate::messages::{ChangefeedConfig, Envelope, Message, NodeId, Topic};
-use crate::profile::Profile;
+use crate::settings::NodeSettings;
+
+pub use crate::api::{CoordinatorView, DispatcherManagerView, NodeSnapshot};
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -45,10 +47,9 @@ pub struct NodeConfig {
     /// Kafka address(es) this node uses instead of the sink URI's brokers
     /// (its own proxied listener); `None` keeps the URI's.
     pub kafka_override: Option<String>,
-    pub profile: Profile,
-    pub ttl: Duration,
-    pub removal_delay: Duration,
-    pub coordinator: CoordinatorConfig,
+    pub settings: NodeSettings,
+    /// The failpoints this node evaluates (its own registry).
+    pub faults: Faults,
 }
 
 /// A request from the API to the node loop.
@@ -100,41 +101,6 @@ impl Drop for KillGuard {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct DispatcherManagerView {
-    pub changefeed: String,
-    pub owner: Option<NodeId>,
-    pub epoch: Option<u64>,
-    pub tables: Vec<String>,
-    pub watermark: Option<u64>,
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CoordinatorView {
-    pub node: NodeId,
-    pub version: u64,
-    pub bootstrapped: bool,
-    pub changefeeds: Vec<Changefeed>,
-    pub operators: Vec<Operator>,
-}
-
-/// What the node shows about itself (the introspection API).
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeSnapshot {
-    pub id: NodeId,
-    pub profile: Profile,
-    pub started_ms: u64,
-    pub now_ms: u64,
-    /// The coordinator this node's maintainer manager follows.
-    pub coordinator: Option<(NodeId, u64)>,
-    pub maintainers: Vec<Maintainer>,
-    pub dispatcher_managers: Vec<DispatcherManagerView>,
-    /// Present on the coordinator only.
-    pub coordinator_view: Option<CoordinatorView>,
-    pub captures: Vec<CaptureInfo>,
-}
-
 /// What the API holds of a running node.
 #[derive(Clone)]
 pub struct NodeHandle {
@@ -142,6 +108,7 @@ pub struct NodeHandle {
     pub commands: mpsc::Sender<Command>,
     pub snapshot: watch::Receiver<NodeSnapshot>,
     pub message_stats: Arc<Stats>,
+    pub faults: Faults,
 }
 
 pub fn now_ms() -> u64 {
@@ -183,11 +150,23 @@ fn spawn_election(
     lease: i64,
     events: mpsc::Sender<ElectionEvent>,
     mut resign: mpsc::Receiver<oneshot::Sender<Result<bool, String>>>,
+    faults: Faults,
 ) {
+    let resign_fails = faults.clone();
+    let campaign = move |client: &mut Client, root: &str, id: &NodeId, lease: i64| {
+        let failed = faults.hit(Failpoint::CampaignError);
+        let (mut client, root, id) = (client.clone(), root.to_string(), id.clone());
+        async move {
+            if failed {
+                anyhow::bail!("campaign failed: etcdserver: mvcc: required revision has been compacted (failpoint)");
+            }
+            election::campaign(&mut client, &root, &id, lease).await
+        }
+    };
     tokio::spawn(async move {
         loop {
             let version = tokio::select! {
-                v = election::campaign(&mut client, &root, &id, lease) => match v {
+                v = campaign(&mut client, &root, &id, lease) => match v {
                     Ok(v) => v,
                     Err(e) => {
                         tracing::warn!(node = %id, error = %e, "campaign failed; retrying");
@@ -223,7 +202,11 @@ fn spawn_election(
                         _ => break,
                     },
                     Some(r) = resign.recv() => {
-                        let res = election::resign(&mut client, &root, &id).await.map_err(|e| e.to_string());
+                        let res = if resign_fails.hit(Failpoint::ResignFailed) {
+                            Err(format!("resign failed (failpoint {})", Failpoint::ResignFailed))
+                        } else {
+                            election::resign(&mut client, &root, &id).await.map_err(|e| e.to_string())
+                        };
                         let _ = r.send(res);
                         break;
                     }
@@ -238,11 +221,315 @@ fn spawn_election(
     });
 }
 
+/// The message center's hook: this node's message failpoints.
+fn message_faults(me: NodeId, faults: Faults) -> super::message_center::Hook {
+    Arc::new(move |e: &Envelope| {
+        if e.to == me {
+            return Verdict::Deliver;
+        }
+        let kind = e.msg.kind();
+        if let Some(d) = faults.hit_kind_ms(Failpoint::DelayMessageType, kind) {
+            return Verdict::Delay(d);
+        }
+        if faults.hit_kind(Failpoint::DuplicateMessageType, kind) {
+            return Verdict::Duplicate;
+        }
+        if matches!(e.msg, Message::CloseRequest { .. }) {
+            if let Some(d) = faults.hit_ms(Failpoint::DelayCloseRequest) {
+                return Verdict::Delay(d);
+            }
+        }
+        if faults.hit(Failpoint::DropRemoteMessage) {
+            return Verdict::Drop;
+        }
+        Verdict::Deliver
+    })
+}
+
+/// Writes the coordinator's changefeeds to etcd as they change: `Some((term,
+/// feeds))` while this node is coordinator. A new term writes every feed once.
+fn spawn_persister(
+    mut etcd: Client,
+    root: String,
+    mut want: watch::Receiver<Option<(u64, Vec<PersistedFeed>)>>,
+) {
+    tokio::spawn(async move {
+        let mut term = None;
+        let mut written: BTreeMap<String, PersistedFeed> = BTreeMap::new();
+        while want.changed().await.is_ok() {
+            let Some((version, feeds)) = want.borrow_and_update().clone() else {
+                continue;
+            };
+            if term != Some(version) {
+                term = Some(version);
+                written.clear();
+            }
+            for f in &feeds {
+                if written.get(&f.id) != Some(f) {
+                    let value = serde_json::to_vec(f).unwrap_or_default();
+                    match etcd.put(feed_key(&root, &f.id), value, None).await {
+                        Ok(_) => {
+                            written.insert(f.id.clone(), f.clone());
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed")
+                        }
+                    }
+                }
+            }
+            let gone: Vec<String> = written
+                .keys()
+                .filter(|k| !feeds.iter().any(|f| &f.id == *k))
+                .cloned()
+                .collect();
+            for g in gone {
+                match etcd.delete(feed_key(&root, &g), None).await {
+                    Ok(_) => {
+                        written.remove(&g);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, changefeed = %g, "deleting the changefeed failed")
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn alive_ids(m: &BTreeMap<NodeId, CaptureInfo>) -> BTreeSet<NodeId> {
+    m.keys().cloned().collect()
+}
+
+/// Why the loop ends.
+enum Exit {
+    Shutdown,
+    SessionLost,
+}
+
+/// What one node's loop owns.
+struct NodeLoop {
+    id: NodeId,
+    cfg: NodeConfig,
+    started: u64,
+    mc: Arc<MessageCenter>,
+    manager: MaintainerManager,
+    orchestrator: DispatcherOrchestrator,
+    backend_views: super::backend::BackendViews,
+    coordinator: Option<Coordinator>,
+    alive_rx: watch::Receiver<BTreeMap<NodeId, CaptureInfo>>,
+    snap_tx: watch::Sender<NodeSnapshot>,
+    persist: watch::Sender<Option<(u64, Vec<PersistedFeed>)>>,
+    resign_tx: mpsc::Sender<oneshot::Sender<Result<bool, String>>>,
+    etcd: Client,
+    guard: KillGuard,
+}
+
+const NOT_COORDINATOR: &str = "this node is not the coordinator";
+
+impl NodeLoop {
+    /// A message from a peer or from this node's own coordinator (the local
+    /// path): either may be the late copy.
+    fn on_envelope(&mut self, now: u64, e: Envelope) {
+        if e.msg.is_cascade_remove() {
+            if let Some(d) = self.cfg.faults.hit_ms(Failpoint::DelayCascadeRemove) {
+                tracing::warn!(changefeed = ?e.msg.changefeed(), delay_ms = d.as_millis() as u64, "failpoint: a copy of this cascade remove arrives again later");
+                self.mc.deliver_after(e.clone(), d);
+            }
+        }
+        let Envelope { from, msg, .. } = e;
+        match msg.topic() {
+            Topic::Coordinator => {
+                if let Some(c) = &mut self.coordinator {
+                    c.on_message(now, &from, msg);
+                }
+            }
+            Topic::DispatcherManagerManager => self.orchestrator.on_message(now, &from, msg),
+            Topic::MaintainerManager | Topic::Maintainer => {
+                self.manager.on_message(now, &from, msg)
+            }
+        }
+    }
+
+    async fn on_tick(&mut self, now: u64) {
+        let faults = &self.cfg.faults;
+        if faults.hit(Failpoint::KafkaAsyncSendError) {
+            for cf in self.orchestrator.managers() {
+                self.orchestrator.backend().inject_sink_error(&cf);
+            }
+        }
+        if self.coordinator.is_some() && faults.hit(Failpoint::CoordinatorRunError) {
+            tracing::error!("failpoint: the coordinator fails and gives up its office");
+            self.coordinator = None;
+            self.persist.send_replace(None);
+            let (tx, _rx) = oneshot::channel();
+            let _ = self.resign_tx.send(tx).await;
+        }
+        if let Some(c) = &mut self.coordinator {
+            c.tick(now);
+            let feeds = c.persisted();
+            let version = c.version;
+            self.persist.send_if_modified(|cur| {
+                let next = Some((version, feeds));
+                let changed = *cur != next;
+                *cur = next;
+                changed
+            });
+        }
+        self.manager.tick(now);
+        self.orchestrator.tick(now);
+        self.snap_tx.send_replace(self.snapshot(now));
+    }
+
+    fn snapshot(&self, now: u64) -> NodeSnapshot {
+        NodeSnapshot {
+            id: self.id.clone(),
+            profile: self.cfg.settings.profile,
+            started_ms: self.started,
+            now_ms: now,
+            coordinator: self.manager.coordinator().cloned(),
+            maintainers: self.manager.maintainers().cloned().collect(),
+            dispatcher_managers: self
+                .backend_views
+                .views()
+                .into_iter()
+                .map(|v| {
+                    let owner = self.orchestrator.owner(&v.changefeed).cloned();
+                    DispatcherManagerView {
+                        changefeed: v.changefeed,
+                        owner: owner.as_ref().map(|o| o.0.clone()),
+                        epoch: owner.map(|o| o.1),
+                        tables: v.tables,
+                        watermark: v.watermark,
+                        error: v.error,
+                    }
+                })
+                .collect(),
+            coordinator_view: self.coordinator.as_ref().map(|c| CoordinatorView {
+                node: c.node.clone(),
+                version: c.version,
+                bootstrapped: c.is_bootstrapped(),
+                changefeeds: c.changefeeds().map(Into::into).collect(),
+                operators: c.operators().cloned().collect(),
+            }),
+            captures: self.alive_rx.borrow().values().cloned().collect(),
+        }
+    }
+
+    fn on_membership(&mut self, now: u64) {
+        let m = self.alive_rx.borrow().clone();
+        self.mc.set_peers(
+            &m.iter()
+                .map(|(k, v)| (k.clone(), v.advertise_addr.clone()))
+                .collect(),
+        );
+        self.manager.on_membership(alive_ids(&m));
+        if let Some(c) = &mut self.coordinator {
+            c.on_membership(now, alive_ids(&m));
+        }
+    }
+
+    async fn on_election(&mut self, now: u64, ev: ElectionEvent) {
+        match ev {
+            ElectionEvent::Elected(version) => match load_feeds(&mut self.etcd, &self.cfg.root)
+                .await
+            {
+                Ok(feeds) => {
+                    let alive = alive_ids(&self.alive_rx.borrow());
+                    let s = &self.cfg.settings;
+                    self.coordinator = Some(
+                        Coordinator::new(
+                            self.id.clone(),
+                            version,
+                            s.profile,
+                            s.coordinator(),
+                            feeds,
+                            alive,
+                            now,
+                        )
+                        .with_faults(self.cfg.faults.clone()),
+                    );
+                }
+                Err(e) => tracing::error!(error = %e, "cannot load changefeeds; not taking office"),
+            },
+            ElectionEvent::Deposed => {
+                self.coordinator = None;
+                self.persist.send_replace(None);
+            }
+        }
+    }
+
+    /// Runs `f` on the coordinator, or answers that this node is not it.
+    fn on_coordinator<T>(
+        &mut self,
+        reply: oneshot::Sender<Result<T, String>>,
+        f: impl FnOnce(&mut Coordinator) -> Result<T, String>,
+    ) {
+        let r = match &mut self.coordinator {
+            Some(c) => f(c),
+            None => Err(NOT_COORDINATOR.into()),
+        };
+        let _ = reply.send(r);
+    }
+
+    async fn on_command(&mut self, now: u64, cmd: Command) -> Option<Exit> {
+        match cmd {
+            Command::CreateChangefeed {
+                id,
+                start_ts,
+                config,
+                reply,
+            } => self.on_coordinator(reply, |c| c.create_changefeed(now, &id, start_ts, config)),
+            Command::Pause { id, reply } => self.on_coordinator(reply, |c| c.pause(now, &id)),
+            Command::Resume { id, reply } => self.on_coordinator(reply, |c| c.resume(now, &id)),
+            Command::Remove { id, reply } => {
+                self.on_coordinator(reply, |c| c.remove_changefeed(now, &id))
+            }
+            Command::Move { id, target, reply } => {
+                self.on_coordinator(reply, |c| c.move_changefeed(now, &id, &target))
+            }
+            Command::Resign { reply } => {
+                let _ = self.resign_tx.send(reply).await;
+            }
+            Command::InjectSinkError { changefeed, reply } => {
+                let _ = reply.send(self.orchestrator.backend().inject_sink_error(&changefeed));
+            }
+            Command::Shutdown => {
+                if let Some(m) = self.guard.membership.take() {
+                    if let Err(e) = m.leave().await {
+                        tracing::warn!(error = %e, "leaving the membership failed");
+                    }
+                }
+                return Some(Exit::Shutdown);
+            }
+        }
+        None
+    }
+
+    fn flush_outbox(&mut self) {
+        let out = self
+            .manager
+            .take_outbox()
+            .into_iter()
+            .chain(self.orchestrator.take_outbox())
+            .chain(
+                self.coordinator
+                    .as_mut()
+                    .map(|c| c.take_outbox())
+                    .unwrap_or_default(),
+            );
+        for e in out {
+            self.mc.send(e);
+        }
+    }
+}
+
 /// Starts a node: joins the membership, serves the message center, and runs
 /// the loop until the session is lost (then the returned task ends with an
 /// error: a node whose lease expired must restart with a fresh ID).
 pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHandle<Result<()>>)> {
     let id = super::fresh_node_id();
+    let faults = cfg.faults.clone().for_node(&id);
+    let cfg = NodeConfig { faults, ..cfg };
     let client = Client::connect(cfg.etcd.clone(), None)
         .await
         .with_context(|| format!("connecting to etcd at {:?}", cfg.etcd))?;
@@ -251,37 +538,14 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         advertise_addr: cfg.advertise.clone(),
         http_addr: cfg.http_advertise.clone(),
     };
+    let s = &cfg.settings;
     let membership =
-        Membership::join(client.clone(), &cfg.root, info, cfg.ttl, cfg.removal_delay).await?;
+        Membership::join(client.clone(), &cfg.root, info, s.ttl(), s.removal_delay()).await?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding the message center on {}", cfg.listen))?;
     let (mc, mut inbox) = MessageCenter::new(id.clone(), 65_536);
-    {
-        use super::message_center::Verdict;
-        use crate::failpoint as fp;
-        let me = id.clone();
-        mc.set_hook(Some(Arc::new(move |e: &Envelope| {
-            if e.to == me {
-                return Verdict::Deliver;
-            }
-            if let Some(d) = fp::hit_kind_ms(fp::DELAY_MESSAGE_TYPE, e.msg.kind()) {
-                return Verdict::Delay(d);
-            }
-            if fp::hit_kind(fp::DUPLICATE_MESSAGE_TYPE, e.msg.kind()) {
-                return Verdict::Duplicate;
-            }
-            if matches!(e.msg, Message::CloseRequest { .. }) {
-                if let Some(d) = fp::hit_ms(fp::DELAY_CLOSE_REQUEST) {
-                    return Verdict::Delay(d);
-                }
-            }
-            if fp::hit(fp::DROP_REMOTE_MESSAGE) {
-                return Verdict::Drop;
-            }
-            Verdict::Deliver
-        })));
-    }
+    mc.set_hook(Some(message_faults(id.clone(), cfg.faults.clone())));
     let server = mc.serve(listener);
     let (cmd_tx, mut commands) = mpsc::channel(64);
     let (elect_tx, mut elect_rx) = mpsc::channel(8);
@@ -293,13 +557,13 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         membership.lease(),
         elect_tx,
         resign_rx,
+        cfg.faults.clone(),
     );
+    let (persist, want) = watch::channel(None);
+    spawn_persister(client.clone(), cfg.root.clone(), want);
 
     let started = now_ms();
-    let mut alive_rx = membership.alive();
-    let alive_ids = |m: &BTreeMap<NodeId, CaptureInfo>| {
-        m.keys().cloned().collect::<std::collections::BTreeSet<_>>()
-    };
+    let alive_rx = membership.alive();
     let initial = alive_rx.borrow().clone();
     mc.set_peers(
         &initial
@@ -307,16 +571,17 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
             .map(|(k, v)| (k.clone(), v.advertise_addr.clone()))
             .collect(),
     );
-    let mut manager = MaintainerManager::new(id.clone(), cfg.profile, alive_ids(&initial));
+    let manager = MaintainerManager::new(id.clone(), s.profile, alive_ids(&initial))
+        .with_faults(cfg.faults.clone());
     let real = RealBackend::new(&id, &cfg.upstream, cfg.kafka_override.clone());
     // The orchestrator owns the backend; this handle reads it for the snapshot.
     let backend_views = real.views_handle();
-    let mut orchestrator = DispatcherOrchestrator::new(id.clone(), cfg.profile, Box::new(real));
-    let mut coordinator: Option<Coordinator> = None;
-    let mut written: BTreeMap<String, PersistedFeed> = BTreeMap::new();
+    let orchestrator = DispatcherOrchestrator::new(id.clone(), s.profile, Box::new(real))
+        .with_faults(cfg.faults.clone())
+        .with_heartbeat_ms(s.heartbeat_ms);
     let snapshot0 = NodeSnapshot {
         id: id.clone(),
-        profile: cfg.profile,
+        profile: s.profile,
         started_ms: started,
         now_ms: started,
         coordinator: None,
@@ -331,180 +596,57 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         commands: cmd_tx,
         snapshot,
         message_stats: mc.stats.clone(),
+        faults: cfg.faults.clone(),
     };
     let mut session_lost = membership.session_lost();
-    let mut guard = KillGuard {
-        server,
-        membership: Some(membership),
+    let tick_every = s.tick();
+    let mut node = NodeLoop {
+        id: id.clone(),
+        started,
+        mc,
+        manager,
+        orchestrator,
+        backend_views,
+        coordinator: None,
+        alive_rx,
+        snap_tx,
+        persist,
+        resign_tx,
+        etcd: client,
+        guard: KillGuard {
+            server,
+            membership: Some(membership),
+        },
+        cfg,
     };
-    let mut etcd = client.clone();
 
     let span = tracing::info_span!("node", node = %id);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut tick = tokio::time::interval(tick_every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let result: Result<()> = loop {
+            let exit = loop {
                 let now = now_ms();
-                tokio::select! {
-                    Some(e) = inbox.recv() => {
-                        // From a peer or from this node's own coordinator
-                        // (the local path): either may be the late copy.
-                        if e.msg.is_cascade_remove() {
-                            if let Some(d) = crate::failpoint::hit_ms(crate::failpoint::DELAY_CASCADE_REMOVE) {
-                                tracing::warn!(changefeed = ?e.msg.changefeed(), delay_ms = d.as_millis() as u64, "failpoint: a copy of this cascade remove arrives again later");
-                                mc.deliver_after(e.clone(), d);
-                            }
-                        }
-                        let Envelope { from, msg, .. } = e;
-                        match msg.topic() {
-                        Topic::Coordinator => {
-                                if let Some(c) = &mut coordinator { c.on_message(now, &from, msg); }
-                            }
-                        Topic::DispatcherManagerManager => orchestrator.on_message(now, &from, msg),
-                        Topic::MaintainerManager | Topic::Maintainer => manager.on_message(now, &from, msg),
-                    }
-                    }
-                    _ = tick.tick() => {
-                        if crate::failpoint::hit(crate::failpoint::KAFKA_ASYNC_SEND_ERROR) {
-                            for cf in orchestrator.managers() {
-                                orchestrator.backend().inject_sink_error(&cf);
-                            }
-                        }
-                        if coordinator.is_some() && crate::failpoint::hit(crate::failpoint::COORDINATOR_RUN_ERROR) {
-                            tracing::error!("failpoint: the coordinator fails and gives up its office");
-                            coordinator = None;
-                            let (tx, _rx) = oneshot::channel();
-                            let _ = resign_tx.send(tx).await;
-                        }
-                        if let Some(c) = &mut coordinator {
-                            c.tick(now);
-                            for f in c.persisted() {
-                                if written.get(&f.id) != Some(&f) {
-                                    let key = feed_key(&cfg.root, &f.id);
-                                    match etcd.put(key, serde_json::to_vec(&f).unwrap_or_default(), None).await {
-                                        Ok(_) => { written.insert(f.id.clone(), f); }
-                                        Err(e) => tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed"),
-                                    }
-                                }
-                            }
-                            let live: std::collections::BTreeSet<String> = c.persisted().into_iter().map(|f| f.id).collect();
-                            for gone in written.keys().filter(|k| !live.contains(*k)).cloned().collect::<Vec<_>>() {
-                                match etcd.delete(feed_key(&cfg.root, &gone), None).await {
-                                    Ok(_) => { written.remove(&gone); }
-                                    Err(e) => tracing::warn!(error = %e, changefeed = %gone, "deleting the changefeed failed"),
-                                }
-                            }
-                        }
-                        manager.tick(now);
-                        orchestrator.tick(now);
-                        let captures = alive_rx.borrow().values().cloned().collect();
-                        let snap = NodeSnapshot {
-                            id: id.clone(),
-                            profile: cfg.profile,
-                            started_ms: started,
-                            now_ms: now,
-                            coordinator: manager.coordinator().cloned(),
-                            maintainers: manager.maintainers().cloned().collect(),
-                            dispatcher_managers: backend_views
-                                .views()
-                                .into_iter()
-                                .map(|v| {
-                                    let owner = orchestrator.owner(&v.changefeed).cloned();
-                                    DispatcherManagerView {
-                                        changefeed: v.changefeed,
-                                        owner: owner.as_ref().map(|o| o.0.clone()),
-                                        epoch: owner.map(|o| o.1),
-                                        tables: v.tables,
-                                        watermark: v.watermark,
-                                        error: v.error,
-                                    }
-                                })
-                                .collect(),
-                            coordinator_view: coordinator.as_ref().map(|c| CoordinatorView {
-                                node: c.node.clone(),
-                                version: c.version,
-                                bootstrapped: c.is_bootstrapped(),
-                                changefeeds: c.changefeeds().cloned().collect(),
-                                operators: c.operators().cloned().collect(),
-                            }),
-                            captures,
-                        };
-                        snap_tx.send_replace(snap);
-                    }
-                    Ok(()) = alive_rx.changed() => {
-                        let m = alive_rx.borrow().clone();
-                        mc.set_peers(&m.iter().map(|(k, v)| (k.clone(), v.advertise_addr.clone())).collect());
-                        manager.on_membership(alive_ids(&m));
-                        if let Some(c) = &mut coordinator { c.on_membership(now, alive_ids(&m)); }
-                    }
-                    Some(ev) = elect_rx.recv() => match ev {
-                        ElectionEvent::Elected(version) => {
-                            match load_feeds(&mut etcd, &cfg.root).await {
-                                Ok(feeds) => {
-                                    written = feeds.iter().map(|f| (f.id.clone(), f.clone())).collect();
-                                    let alive = alive_ids(&alive_rx.borrow());
-                                    coordinator = Some(Coordinator::new(id.clone(), version, cfg.profile, cfg.coordinator.clone(), feeds, alive, now));
-                                }
-                                Err(e) => tracing::error!(error = %e, "cannot load changefeeds; not taking office"),
-                            }
-                        }
-                        ElectionEvent::Deposed => coordinator = None,
-                    },
-                    Some(cmd) = commands.recv() => match cmd {
-                        Command::CreateChangefeed { id: cf, start_ts, config, reply } => {
-                            let r = match &mut coordinator { Some(c) => c.create_changefeed(now, &cf, start_ts, config), None => Err("this node is not the coordinator".into()) };
-                            let _ = reply.send(r);
-                        }
-                        Command::Pause { id: cf, reply } => {
-                            let r = match &mut coordinator { Some(c) => c.pause(now, &cf), None => Err("this node is not the coordinator".into()) };
-                            let _ = reply.send(r);
-                        }
-                        Command::Resume { id: cf, reply } => {
-                            let r = match &mut coordinator { Some(c) => c.resume(now, &cf), None => Err("this node is not the coordinator".into()) };
-                            let _ = reply.send(r);
-                        }
-                        Command::Remove { id: cf, reply } => {
-                        let r = match &mut coordinator { Some(c) => c.remove_changefeed(now, &cf), None => Err("this node is not the coordinator".into()) };
-                        let _ = reply.send(r);
-                    }
-                        Command::Move { id: cf, target, reply } => {
-                        let r = match &mut coordinator { Some(c) => c.move_changefeed(now, &cf, &target), None => Err("this node is not the coordinator".into()) };
-                        let _ = reply.send(r);
-                    }
-                        Command::Resign { reply } => { let _ = resign_tx.send(reply).await; }
-                        Command::InjectSinkError { changefeed, reply } => { let _ = reply.send(orchestrator.backend().inject_sink_error(&changefeed)); }
-                        Command::Shutdown => {
-                            if let Some(m) = guard.membership.take() {
-                                if let Err(e) = m.leave().await {
-                                    tracing::warn!(error = %e, "leaving the membership failed");
-                                }
-                            }
-                            break Ok(());
-                        }
-                    },
-                    Ok(()) = session_lost.changed() => {
-                        if *session_lost.borrow() {
-                            break Err(anyhow::anyhow!("node {id}: the etcd session (capture lease) was lost"));
-                        }
-                    }
+                let exit = tokio::select! {
+                    Some(e) = inbox.recv() => { node.on_envelope(now, e); None }
+                    _ = tick.tick() => { node.on_tick(now).await; None }
+                    Ok(()) = node.alive_rx.changed() => { node.on_membership(now); None }
+                    Some(ev) = elect_rx.recv() => { node.on_election(now, ev).await; None }
+                    Some(cmd) = commands.recv() => node.on_command(now, cmd).await,
+                    Ok(()) = session_lost.changed() => (*session_lost.borrow()).then_some(Exit::SessionLost),
+                };
+                if let Some(exit) = exit {
+                    break exit;
                 }
-                for e in manager
-                    .take_outbox()
-                    .into_iter()
-                    .chain(orchestrator.take_outbox())
-                    .chain(
-                        coordinator
-                            .as_mut()
-                            .map(|c| c.take_outbox())
-                            .unwrap_or_default(),
-                    )
-                {
-                    mc.send(e);
-                }
+                node.flush_outbox();
             };
-            drop(guard);
-            result
+            drop(node);
+            match exit {
+                Exit::Shutdown => Ok(()),
+                Exit::SessionLost => Err(anyhow::anyhow!(
+                    "node {id}: the etcd session (capture lease) was lost"
+                )),
+            }
         },
         span,
     ));

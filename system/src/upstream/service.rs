@@ -95,6 +95,7 @@ impl Upstream for Service {
     async fn get_ts(&self, _: Request<pb::GetTsRequest>) -> Result<Response<pb::Ts>, Status> {
         Ok(Response::new(pb::Ts {
             ts: self.store.next_ts().map_err(status)?,
+            kept_since_ts: self.store.kept_since_ts(),
         }))
     }
 

@@ -64,6 +64,8 @@ pub struct Store {
     inner: Mutex<Inner>,
     progress: watch::Sender<Progress>,
     dir: Option<PathBuf>,
+    /// The oldest ts whose changes this store serves: its creation.
+    kept_since_ts: u64,
 }
 
 fn frame(rec: &LogRecord) -> Vec<u8> {
@@ -310,12 +312,15 @@ impl Inner {
 impl Store {
     /// A store that keeps nothing on disk (tests).
     pub fn in_memory() -> Arc<Store> {
-        Self::build(Tso::in_memory(), None, None)
+        let tso = Tso::in_memory();
+        let since = crate::tso::now_ts();
+        Self::build(tso, None, None, since)
     }
 
-    fn build(tso: Tso, file: Option<File>, dir: Option<PathBuf>) -> Arc<Store> {
+    fn build(tso: Tso, file: Option<File>, dir: Option<PathBuf>, kept_since_ts: u64) -> Arc<Store> {
         let (progress, _) = watch::channel(Progress::default());
         Arc::new(Store {
+            kept_since_ts,
             inner: Mutex::new(Inner {
                 tso,
                 tables: BTreeMap::new(),
@@ -351,7 +356,22 @@ impl Store {
             .append(true)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        let store = Self::build(tso, Some(file), Some(dir.to_path_buf()));
+        // The store serves every change since it was created; the creation
+        // ts is written once and read back at every later open.
+        let since_path = dir.join("kept_since_ts");
+        let kept_since_ts = match std::fs::read_to_string(&since_path) {
+            Ok(s) => s
+                .trim()
+                .parse()
+                .with_context(|| format!("{}: not a timestamp", since_path.display()))?,
+            Err(_) => {
+                let t = tso.last().max(crate::tso::now_ts());
+                std::fs::write(&since_path, t.to_string())
+                    .with_context(|| format!("writing {}", since_path.display()))?;
+                t
+            }
+        };
+        let store = Self::build(tso, Some(file), Some(dir.to_path_buf()), kept_since_ts);
         {
             let mut inner = store.inner.lock().unwrap();
             let mut txns = 0;
@@ -378,6 +398,11 @@ impl Store {
 
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// The oldest ts whose changes this store still serves.
+    pub fn kept_since_ts(&self) -> u64 {
+        self.kept_since_ts
     }
 
     pub fn next_ts(&self) -> Result<u64> {

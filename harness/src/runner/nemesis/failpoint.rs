@@ -1,0 +1,97 @@
+//! Failpoints through a node's `/debug/failpoints` API.
+
+use anyhow::{bail, Context, Result};
+
+use cdc_system::api::{ApiError, FailpointList};
+
+use super::fault::{not_mine, Fault, Injected, Nemesis, OpenFault};
+use crate::run_model::Effect;
+use crate::runner::world::World;
+use crate::scenario::StepKind;
+use crate::slot::Slot;
+
+pub struct Failpoints;
+
+fn api(w: &World, slot: Slot) -> Result<String> {
+    Ok(w.cluster.node(slot)?.api.clone())
+}
+
+/// Sets failpoint `name` to `term` on `slot`.
+pub async fn set(w: &World, slot: Slot, name: &str, term: &str) -> Result<()> {
+    let api = api(w, slot)?;
+    let r = w
+        .probe
+        .http()
+        .post(format!("{api}/debug/failpoints/{name}"))
+        .body(term.to_string())
+        .send()
+        .await
+        .with_context(|| format!("setting failpoint {name} on node {slot}"))?;
+    if !r.status().is_success() {
+        let status = r.status();
+        let why = r
+            .json::<ApiError>()
+            .await
+            .map(|e| format!("{}: {}", e.error_code, e.error_msg))
+            .unwrap_or_default();
+        bail!("setting failpoint {name}={term} on node {slot}: {status} {why}");
+    }
+    Ok(())
+}
+
+pub async fn clear(w: &World, slot: Slot, name: &str) -> Result<()> {
+    let api = api(w, slot)?;
+    w.probe
+        .http()
+        .delete(format!("{api}/debug/failpoints/{name}"))
+        .send()
+        .await
+        .with_context(|| format!("clearing failpoint {name} on node {slot}"))?;
+    Ok(())
+}
+
+/// Hits of failpoint `name` on `slot` (`None` when the node does not answer).
+pub async fn hits(w: &World, slot: Slot, name: &str) -> Option<u64> {
+    let api = api(w, slot).ok()?;
+    let list: FailpointList = w
+        .probe
+        .http()
+        .get(format!("{api}/debug/failpoints"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    list.items
+        .into_iter()
+        .find(|i| i.name == name)
+        .map(|i| i.hits)
+}
+
+impl Nemesis for Failpoints {
+    async fn inject(&self, w: &World, f: &Fault<'_>) -> Result<Injected> {
+        let StepKind::EnableFailpoint { name, value, .. } = f.kind else {
+            bail!("`{}` is not a failpoint step", f.kind.action());
+        };
+        let slot = f.slot()?;
+        set(w, slot, name, value).await?;
+        Ok(Injected {
+            open: Some(OpenFault::Failpoint {
+                slot,
+                name: name.clone(),
+                value: value.clone(),
+                hit: false,
+            }),
+            ..Default::default()
+        })
+    }
+
+    async fn heal(&self, w: &World, open: &OpenFault) -> Result<Vec<Effect>> {
+        let OpenFault::Failpoint { slot, name, .. } = open else {
+            return Err(not_mine("failpoint", open));
+        };
+        clear(w, *slot, name).await?;
+        Ok(Vec::new())
+    }
+}
