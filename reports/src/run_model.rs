@@ -302,7 +302,8 @@ pub struct MaintainerObs {
     pub changefeed: String,
     pub epoch: u64,
     pub bootstrap_done: bool,
-    /// Created by a cascade remove for an absent maintainer (reference §4.1 F1).
+    /// Created by a cascade remove for an absent maintainer
+    /// (docs/control-plane.md §4.1 F1).
     pub removal_only: bool,
     /// Cascade close in progress.
     #[serde(default)]
