@@ -10,10 +10,9 @@ use std::path::Path;
 fn main() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     println!("cargo:rerun-if-changed={}", dir.display());
-    let in_make_test = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/catalog.rs"),
-    )
-    .unwrap_or_default();
+    let in_make_test =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/catalog.rs"))
+            .unwrap_or_default();
     println!("cargo:rerun-if-changed=tests/catalog.rs");
     let selected = selection(&in_make_test);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
@@ -40,7 +39,7 @@ fn main() {
             .cloned()
             .unwrap_or_default();
         for p in profiles.iter().filter_map(|p| p.as_str()) {
-            let ident = format!("{name}__{p}").replace('-', "_");
+            let ident = format!("{name}_under_{p}").replace('-', "_");
             if !selected.contains(&(name.to_string(), p.to_string())) {
                 out.push_str(
                     "#[ignore = \"the whole catalog is `make chaos`; run these with --include-ignored\"]\n",

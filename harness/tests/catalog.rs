@@ -55,7 +55,10 @@ fn the_cases_cover_the_catalog() {
         .map(|(s, p)| (s.to_string(), p.to_string()))
         .collect();
     have.sort();
-    assert_eq!(have, want, "build.rs generated other cases than the catalog holds");
+    assert_eq!(
+        have, want,
+        "build.rs generated other cases than the catalog holds"
+    );
     for (s, p) in CASES_IN_MAKE_TEST {
         assert!(
             want.contains(&(s.to_string(), p.to_string())),

@@ -3,14 +3,14 @@
 //! in Jepsen's split:
 //! - the *generator* is the scenario's timeline (`crate::scenario`), run
 //!   step by step here, with role targets resolved when a step runs
-//!   ([`target`]) and `wait` conditions evaluated on fresh views
-//!   ([`conditions`]), every bounded wait through [`deadline`];
+//!   (`target`) and `wait` conditions evaluated on fresh views
+//!   (`conditions`), every bounded wait through [`deadline`];
 //! - the *nemesis* ([`nemesis`]) injects and heals faults, one
 //!   implementation per fault family;
 //! - the *observer* ([`observer`]) samples every node's API, etcd and the
 //!   upstream on a fixed period;
 //! - [`provision`] creates tables, changefeeds and the workload, and
-//!   [`verify`] reads Kafka against the upstream at the end;
+//!   `verify` reads Kafka against the upstream at the end;
 //! - the *checkers* (`crate::checker`) judge the record afterwards, together
 //!   with the data verifier and the checkpoint [`audit`].
 //!

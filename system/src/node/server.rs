@@ -1,5 +1,5 @@
 //! The node loop: one task owning this node's maintainer manager,
-//! dispatcher orchestrator and (when elected) coordinator. [`NodeLoop`] has
+//! dispatcher orchestrator and (when elected) coordinator. `NodeLoop` has
 //! one method per event source: wall-clock ticks (`settings.tick_ms`), the
 //! message center's inbox, membership changes, election events and API
 //! [`Command`]s. The loop publishes a [`NodeSnapshot`] after every tick for

@@ -1,4 +1,4 @@
-//! The nemesis: one [`Nemesis`] per fault family injects and heals its
+//! The nemesis: one `Nemesis` per fault family injects and heals its
 //! faults on the [`World`] and reports what each was seen to do (the effects
 //! the *faults-bit* checker asks for):
 //! - [`network`]: toxics and partitions on a node's own Toxiproxy proxy of a
