@@ -11,7 +11,7 @@ JOBS ?=
 FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
-.PHONY: all setup test unit fresh-check chaos bench bench-catalog reap up fmt clippy
+.PHONY: all setup test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy
 
 all: test
 
@@ -19,8 +19,8 @@ all: test
 setup:
 	@bash scripts/setup.sh
 
-## test: setup, then the whole test suite: unit tests (no Docker) and real-container tests.
-test: setup
+## test: setup, then the whole test suite: formatting and lints, unit tests (no Docker) and real-container tests.
+test: setup lint
 	@echo "==> cargo build --workspace --all-targets"
 	@$(CARGO) build --workspace --all-targets --locked
 	@echo "==> system image (the workspace's binaries)"
@@ -89,6 +89,13 @@ up: setup
 
 fmt:
 	@$(CARGO) fmt --all
+
+## lint: rustfmt's check and clippy with every warning an error (part of make test).
+lint:
+	@echo "==> cargo fmt --all --check"
+	@$(CARGO) fmt --all --check
+	@echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+	@$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 clippy:
 	@$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
