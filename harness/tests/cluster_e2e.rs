@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use cdc_system::failpoint::Faults;
+use cdc_system::api::{ApiError, ChangefeedView, CreateChangefeed, FailpointList, FeedState};
+use cdc_system::failpoint::{Failpoint, Faults};
 use cdc_system::node::api::ApiOptions;
 use cdc_system::node::server::{self, NodeConfig, NodeHandle};
 use cdc_system::profile::Profile;
@@ -191,12 +192,17 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
     let (ci, _) = coordinator(&nodes).unwrap();
     let other = &nodes[(ci + 1) % 3];
     let http = reqwest::Client::new();
-    let body = serde_json::json!({
-        "changefeed_id": CF,
-        "sink_uri": format!("kafka://kafka:9092/{TOPIC}?protocol=canal-json&partition-num=3&write-timeout=5s"),
-        "tables": tables().iter().map(cdc_system::upstream::table_str).collect::<Vec<_>>(),
-        "start_ts": start_ts,
-    });
+    let body = CreateChangefeed {
+        changefeed_id: CF.into(),
+        sink_uri: format!(
+            "kafka://kafka:9092/{TOPIC}?protocol=canal-json&partition-num=3&write-timeout=5s"
+        ),
+        tables: tables()
+            .iter()
+            .map(cdc_system::upstream::table_str)
+            .collect(),
+        start_ts: Some(start_ts),
+    };
     let r = http
         .post(format!("http://{}/api/v2/changefeeds", other.http))
         .json(&body)
@@ -211,16 +217,58 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
         .await
         .unwrap();
     assert_eq!(dup.status(), 409, "a duplicate changefeed ID is refused");
-    let bad = http.post(format!("http://{}/api/v2/changefeeds", other.http)).json(&serde_json::json!({"changefeed_id": "x", "sink_uri": "kafka://k:1/t?protocol=avro", "tables": ["a.b"]})).send().await.unwrap();
+    let bad_sink = CreateChangefeed {
+        changefeed_id: "x".into(),
+        sink_uri: "kafka://k:1/t?protocol=avro".into(),
+        tables: vec!["a.b".into()],
+        start_ts: None,
+    };
+    let bad = http
+        .post(format!("http://{}/api/v2/changefeeds", other.http))
+        .json(&bad_sink)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
-    assert!(bad.text().await.unwrap().contains("CDC:ErrSinkURIInvalid"));
+    let e: ApiError = bad.json().await.unwrap();
+    assert_eq!(e.error_code, "CDC:ErrSinkURIInvalid");
+    // Checked against the upstream on the coordinator: a start ts it has
+    // not reached and a table it does not have.
+    for (req, why) in [
+        (
+            CreateChangefeed {
+                changefeed_id: "future".into(),
+                start_ts: Some(u64::MAX),
+                ..body.clone()
+            },
+            "beyond the upstream's current ts",
+        ),
+        (
+            CreateChangefeed {
+                changefeed_id: "missing".into(),
+                tables: vec!["shop.nope".into()],
+                ..body.clone()
+            },
+            "do not exist upstream",
+        ),
+    ] {
+        let r = http
+            .post(format!("http://{}/api/v2/changefeeds", other.http))
+            .json(&req)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400);
+        let e: ApiError = r.json().await.unwrap();
+        assert!(e.error_msg.contains(why), "{e:?}");
+    }
 
     let t = up.get_ts(GetTsRequest {}).await.unwrap().into_inner().ts;
     wait("replication to start", Duration::from_secs(60), || {
         (checkpoint(&nodes) > t).then_some(())
     })
     .await;
-    let v: serde_json::Value = http
+    let v: ChangefeedView = http
         .get(format!("http://{}/api/v2/changefeeds/{CF}", other.http))
         .send()
         .await
@@ -228,7 +276,7 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
         .json()
         .await
         .unwrap();
-    assert_eq!(v["state"], "normal", "{v}");
+    assert_eq!(v.state, FeedState::Normal, "{v:?}");
 
     // The warning path through a failpoint: one async send error, then
     // warning, cascade stop, retry after the backoff, back to normal.
@@ -252,7 +300,7 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
     let t0 = Instant::now();
     let mut saw_warning = None;
     loop {
-        let v: serde_json::Value = http
+        let v: ChangefeedView = http
             .get(format!("http://{}/api/v2/changefeeds/{CF}", other.http))
             .send()
             .await
@@ -260,27 +308,26 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
             .json()
             .await
             .unwrap();
-        if v["state"] == "warning" && saw_warning.is_none() {
-            assert_eq!(v["error"]["code"], "CDC:ErrKafkaAsyncSendMessage", "{v}");
+        if v.state == FeedState::Warning && saw_warning.is_none() {
+            let e = v.error.as_ref().expect("a warning carries its error");
+            assert_eq!(e.code, "CDC:ErrKafkaAsyncSendMessage", "{v:?}");
             assert!(
-                v["error"]["message"]
-                    .as_str()
-                    .unwrap()
+                e.message
                     .starts_with("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed"),
-                "{v}"
+                "{v:?}"
             );
             saw_warning = Some(t0.elapsed());
         }
-        if saw_warning.is_some() && v["state"] == "normal" {
+        if saw_warning.is_some() && v.state == FeedState::Normal {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(90),
-            "warning {saw_warning:?}, last state {v}"
+            "warning {saw_warning:?}, last state {v:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let fps: serde_json::Value = http
+    let fps: FailpointList = http
         .get(format!("http://{}/debug/failpoints", other.http))
         .send()
         .await
@@ -288,14 +335,12 @@ async fn three_nodes_survive_coordinator_and_maintainer_kills_and_lose_nothing()
         .json()
         .await
         .unwrap();
-    let hits = fps["items"]
-        .as_array()
-        .unwrap()
+    let hits = fps
+        .items
         .iter()
-        .find(|i| i["name"] == "pkg/sink/kafka/KafkaSinkAsyncSendError")
-        .unwrap()["hits"]
-        .as_u64()
-        .unwrap();
+        .find(|i| i.name == Failpoint::KafkaAsyncSendError.name())
+        .unwrap()
+        .hits;
     assert_eq!(hits, 1, "the failpoint bit exactly once");
     println!(
         "warning path: warning after {:.1} s, normal again after {:.1} s",
