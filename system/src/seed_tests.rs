@@ -405,3 +405,32 @@ fn remove_stops_and_forgets_the_changefeed() {
         .unwrap_err()
         .contains("not found"));
 }
+
+/// Failpoints are per node: one set on a node that is not the coordinator
+/// leaves the coordinator alone; the same set on the coordinator's node acts.
+#[test]
+fn a_failpoint_acts_on_the_node_it_is_set_on_only() {
+    use crate::failpoint::Failpoint;
+    let mut s = Sim::seeded(SimConfig::new(Profile::Hardened), &["A", "B"], 7);
+    s.run_for(1_000);
+    let now = s.now;
+    s.coordinator_mut()
+        .create_changefeed(now, CF, 0, Default::default())
+        .unwrap();
+    assert!(s.run_until(10_000, |s| s.checkpoint(CF) > 1_000));
+    let point = Failpoint::DontUpdateCheckpoint.name();
+    s.faults("B").configure(point, "return").unwrap();
+    let before = s.checkpoint(CF);
+    s.run_for(3_000);
+    assert!(
+        s.checkpoint(CF) > before,
+        "B's failpoint froze the coordinator on A"
+    );
+    s.faults("A").configure(point, "return").unwrap();
+    s.run_for(500);
+    let frozen = s.checkpoint(CF);
+    s.run_for(3_000);
+    assert_eq!(s.checkpoint(CF), frozen, "A's failpoint did not act on A");
+    assert!(s.faults("A").list().iter().any(|f| f.name == point && f.hits > 0));
+    assert!(s.faults("B").list().iter().all(|f| f.hits == 0));
+}

@@ -401,3 +401,34 @@ impl Observer {
         std::mem::take(&mut *self.samples.lock().expect("samples"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use cdc_system::api::{ChangefeedList, ChangefeedView, FeedState, SchedulingState};
+
+    /// The observer reads the node's answer with the system's own type: a
+    /// field the server renamed is an error, not a checkpoint of 0.
+    #[test]
+    fn a_field_renamed_on_the_server_fails_the_read() {
+        let list = ChangefeedList {
+            total: 1,
+            items: vec![ChangefeedView {
+                id: "cf1".into(),
+                state: FeedState::Normal,
+                checkpoint_tso: 42,
+                error: None,
+                sink_uri: "kafka://k:9092/t".into(),
+                tables: vec!["shop.t0".into()],
+                epoch: 1,
+                maintainer_node: None,
+                scheduling: SchedulingState::Replicating,
+            }],
+        };
+        let body = serde_json::to_string(&list).unwrap();
+        let read: ChangefeedList = serde_json::from_str(&body).unwrap();
+        assert_eq!(read.items[0].checkpoint_tso, 42);
+        let renamed = body.replace("\"checkpoint_tso\"", "\"checkpoint\"");
+        let e = serde_json::from_str::<ChangefeedList>(&renamed).unwrap_err();
+        assert!(e.to_string().contains("checkpoint_tso"), "{e}");
+    }
+}
