@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{at, note, result};
+use super::finding::{at, note, result};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "checkpoint-monotonic";

@@ -3,7 +3,7 @@
 //! without an effect makes the run INCONCLUSIVE: a PASS would prove nothing.
 //! A fault step the harness could not carry out is an ERROR.
 
-use super::{at, result};
+use super::finding::{at, result};
 use crate::run_model::{CheckResult, Run, StepOutcome, Verdict};
 
 pub const NAME: &str = "faults-bit";

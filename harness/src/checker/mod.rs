@@ -8,6 +8,7 @@
 
 pub mod checkpoint_monotonic;
 pub mod faults_bit;
+mod finding;
 pub mod no_broken_maintainer;
 pub mod no_data_loss;
 pub mod recovers;
@@ -16,7 +17,8 @@ pub mod single_coordinator;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-use crate::run_model::{CheckResult, Evidence, Run, Verdict};
+use crate::run_model::{CheckResult, Run, Verdict};
+use finding::{note, result};
 
 /// A checker: a pure function of the run.
 pub type Checker = fn(&Run) -> CheckResult;
@@ -81,6 +83,10 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     ALL.iter().map(|c| c.name)
 }
 
+/// The name of the result [`judge`] adds when the record is not well formed;
+/// not a checker (not in [`names`]).
+pub const RUN_MODEL: &str = "run-model";
+
 /// The checkers whose FAIL on the run as recorded so far is final
 /// ([`Settles`]); `fault_ahead` says whether a step still to come injects or
 /// heals a fault. Once this is not empty the run's verdict is FAIL whatever
@@ -105,7 +111,7 @@ pub fn judge(run: &Run) -> (Vec<CheckResult>, Verdict) {
     let problems = well_formed(run);
     if !problems.is_empty() {
         results.push(result(
-            "run-model",
+            RUN_MODEL,
             Verdict::Error,
             "the run record is not well formed; the checkers' verdicts cannot be trusted",
             problems.into_iter().map(note).collect(),
@@ -146,50 +152,6 @@ pub fn well_formed(run: &Run) -> Vec<String> {
         ));
     }
     problems
-}
-
-/// Builds a result; `evidence` caps at [`MAX_EVIDENCE`] entries.
-pub(crate) fn result(
-    checker: &str,
-    verdict: Verdict,
-    summary: impl Into<String>,
-    mut evidence: Vec<Evidence>,
-) -> CheckResult {
-    let total = evidence.len();
-    if total > MAX_EVIDENCE {
-        evidence.truncate(MAX_EVIDENCE);
-        evidence.push(Evidence {
-            t_ms: None,
-            message: format!("... and {} more", total - MAX_EVIDENCE),
-        });
-    }
-    CheckResult {
-        checker: checker.to_string(),
-        verdict,
-        summary: summary.into(),
-        evidence,
-    }
-}
-
-pub(crate) const MAX_EVIDENCE: usize = 20;
-
-pub(crate) fn at(t_ms: u64, message: impl Into<String>) -> Evidence {
-    Evidence {
-        t_ms: Some(t_ms),
-        message: message.into(),
-    }
-}
-
-pub(crate) fn note(message: impl Into<String>) -> Evidence {
-    Evidence {
-        t_ms: None,
-        message: message.into(),
-    }
-}
-
-/// Renders milliseconds as seconds for messages.
-pub(crate) fn secs(ms: u64) -> String {
-    format!("{:.1}s", ms as f64 / 1000.0)
 }
 
 #[cfg(test)]
@@ -270,7 +232,7 @@ mod tests {
         run.samples.swap(3, 4);
         let (results, verdict) = judge(&run);
         assert_eq!(verdict, Verdict::Error);
-        let r = results.iter().find(|r| r.checker == "run-model").unwrap();
+        let r = results.iter().find(|r| r.checker == RUN_MODEL).unwrap();
         assert!(r.evidence[0].message.contains("out of time order"), "{r:?}");
         let mut run = fixtures::healthy();
         run.faults[0].healed_ms = Some(1);
@@ -328,13 +290,28 @@ mod tests {
         let names: std::collections::BTreeSet<_> = names().collect();
         assert_eq!(names.len(), ALL.len());
         assert!(ALL.iter().any(|c| c.settles == Settles::Always));
+        assert!(!names.contains(RUN_MODEL));
     }
 
+    /// `scenarios/README.md` lists the checker names `expect.failing_checkers`
+    /// accepts; the list must be [`names`], no more, no fewer.
     #[test]
-    fn evidence_is_capped() {
-        let ev = (0..50).map(|i| at(i, "x")).collect();
-        let r = result("x", Verdict::Fail, "s", ev);
-        assert_eq!(r.evidence.len(), MAX_EVIDENCE + 1);
-        assert!(r.evidence.last().unwrap().message.contains("30 more"));
+    fn the_scenario_readme_lists_exactly_the_checkers() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/README.md");
+        let readme = std::fs::read_to_string(&path).unwrap();
+        let (_, after) = readme
+            .split_once("Checkers:")
+            .expect("scenarios/README.md lists the checkers after `Checkers:`");
+        let paragraph = after.split("\n\n").next().unwrap();
+        let documented: Vec<&str> = paragraph.split('`').skip(1).step_by(2).collect();
+        let documented_set: std::collections::BTreeSet<&str> = documented.iter().copied().collect();
+        assert_eq!(documented_set.len(), documented.len(), "{documented:?}");
+        let actual: std::collections::BTreeSet<&str> = names().collect();
+        assert_eq!(
+            documented_set,
+            actual,
+            "{}: the `Checkers:` list differs from checker::names()",
+            path.display()
+        );
     }
 }

@@ -10,8 +10,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{at, result, secs};
-use crate::run_model::{CheckResult, MaintainerObs, Run, Sample, Verdict};
+use super::finding::{at, result, secs};
+use crate::run_model::{CheckResult, Evidence, MaintainerObs, Run, Sample, Verdict};
 
 pub const NAME: &str = "no-broken-maintainer";
 
@@ -54,7 +54,7 @@ enum Seen {
     Broken(String),
 }
 
-fn bound_node_violation(run: &Run, evidence: &mut Vec<super::Evidence>) {
+fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>) {
     let bound = run.bounds.maintainer_bootstrap_ms;
     for name in &run.changefeeds {
         let mut binding: Option<Binding> = None;
@@ -185,7 +185,7 @@ fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Seen {
     }
 }
 
-fn removal_only_lifetime(run: &Run, evidence: &mut Vec<super::Evidence>) {
+fn removal_only_lifetime(run: &Run, evidence: &mut Vec<Evidence>) {
     let bound = run.bounds.removal_only_ms;
     let mut first: HashMap<(String, String, u64), u64> = HashMap::new();
     let mut reported: HashSet<(String, String, u64)> = HashSet::new();
@@ -213,7 +213,7 @@ fn removal_only_lifetime(run: &Run, evidence: &mut Vec<super::Evidence>) {
     }
 }
 
-fn single_live(run: &Run, evidence: &mut Vec<super::Evidence>) {
+fn single_live(run: &Run, evidence: &mut Vec<Evidence>) {
     let mut reported: HashSet<String> = HashSet::new();
     for s in &run.samples {
         let mut live: HashMap<&str, Vec<String>> = HashMap::new();

@@ -2,7 +2,7 @@
 //! every changefeed is `normal` within `bounds.recover_ms` and its checkpoint
 //! passes the last upstream commit.
 
-use super::{at, note, result, secs};
+use super::finding::{at, note, result, secs};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "recovers";

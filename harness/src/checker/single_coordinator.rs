@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{at, result};
+use super::finding::{at, result};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "single-coordinator";

@@ -22,8 +22,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer, PurgeConfig};
 
 use super::canal_json;
+use super::error::{DmlInfo, SinkError};
 use super::uri::SinkUri;
-use super::{DmlInfo, SinkError};
 use crate::proto::{RowChange, TableDef};
 use crate::upstream::table_str;
 
