@@ -50,7 +50,9 @@ impl fmt::Display for ScenarioErrors {
 
 impl std::error::Error for ScenarioErrors {}
 
-/// Maps byte offsets of one source text to 1-based (line, column).
+/// One source text: turns the byte offset of a span into a 1-based (line,
+/// column), the one place positions are computed.
+#[derive(Clone, Copy)]
 pub(crate) struct Source<'a> {
     pub file: &'a Path,
     pub text: &'a str,
@@ -80,30 +82,31 @@ impl Source<'_> {
             hint: hint.into(),
         }
     }
+}
 
-    /// The offset of the first line in `region` that assigns `key`
-    /// (`key = ...`), if any.
-    pub fn find_key(&self, region: std::ops::Range<usize>, key: &str) -> Option<usize> {
-        let region = region.start.min(self.text.len())..region.end.min(self.text.len());
-        let mut pos = region.start;
-        for line in self.text[region.clone()].split_inclusive('\n') {
-            let trimmed = line.trim_start();
-            if let Some(rest) = trimmed.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    return Some(pos + (line.len() - trimmed.len()));
-                }
-            }
-            pos += line.len();
+/// The errors found in one file so far, by the validations that go on after
+/// a first error.
+pub(crate) struct Errors<'a> {
+    pub src: Source<'a>,
+    pub found: Vec<ScenarioError>,
+}
+
+impl<'a> Errors<'a> {
+    pub fn new(src: Source<'a>) -> Self {
+        Errors {
+            src,
+            found: Vec::new(),
         }
-        None
     }
 
-    /// The offset of the first occurrence of `needle` in `region`.
-    pub fn find_text(&self, region: std::ops::Range<usize>, needle: &str) -> Option<usize> {
-        let region = region.start.min(self.text.len())..region.end.min(self.text.len());
-        self.text[region.clone()]
-            .find(needle)
-            .map(|i| region.start + i)
+    /// An error at byte `offset` (the start of a span).
+    pub fn add(&mut self, offset: usize, message: impl Into<String>, hint: impl Into<String>) {
+        let e = self.src.error(offset, message, hint);
+        self.found.push(e);
+    }
+
+    pub fn push(&mut self, e: ScenarioError) {
+        self.found.push(e);
     }
 }
 
@@ -141,23 +144,5 @@ mod tests {
         assert_eq!(s.line_col(0), (1, 1));
         assert_eq!(s.line_col(6), (2, 1));
         assert_eq!(s.line_col(9), (2, 4));
-    }
-
-    #[test]
-    fn find_key_needs_an_assignment() {
-        let text = "[[step]]\naction = \"x\"\nactionx = 1\n  timeout = \"1s\"\n";
-        let s = Source {
-            file: Path::new("x.toml"),
-            text,
-        };
-        assert_eq!(
-            s.line_col(s.find_key(0..text.len(), "timeout").unwrap()).0,
-            4
-        );
-        assert_eq!(
-            s.line_col(s.find_key(0..text.len(), "action").unwrap()).0,
-            2
-        );
-        assert!(s.find_key(0..text.len(), "nope").is_none());
     }
 }

@@ -1,5 +1,5 @@
 //! The value types of a scenario: durations, profiles, targets, links,
-//! conditions and step kinds. Parsing and validation live in `parse`.
+//! conditions and step kinds. Parsing and validation live in `parse`, `header` and `timeline`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -323,9 +323,21 @@ pub enum OnTimeout {
 
 /// One action of the timeline. The TOML key `action` selects the variant
 /// (snake_case of the variant name); `wait` is parsed separately because its
-/// condition is flattened into the step.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// condition is flattened into the step. [`Action`] is the field-less twin
+/// whose names are the `action` values.
+#[derive(Debug, Clone, PartialEq, Deserialize, strum::EnumDiscriminants)]
 #[serde(tag = "action", rename_all = "snake_case", deny_unknown_fields)]
+#[strum_discriminants(
+    name(Action),
+    doc = "The `action` of a step, without its fields; named as in the TOML (snake_case).",
+    derive(
+        strum::IntoStaticStr,
+        strum::VariantNames,
+        strum::EnumString,
+        strum::EnumIter
+    ),
+    strum(serialize_all = "snake_case")
+)]
 pub enum StepKind {
     /// Start the upstream workload (writes to every table of `[workload]`).
     StartWorkload {},
@@ -489,26 +501,8 @@ impl fmt::Display for StepKind {
     }
 }
 
-/// The `action` names, in schema order.
-pub const ACTIONS: &[&str] = &[
-    "start_workload",
-    "stop_workload",
-    "add_toxic",
-    "remove_toxic",
-    "partition",
-    "restart_node",
-    "kill_node",
-    "start_node",
-    "pause_node",
-    "unpause_node",
-    "resign_coordinator",
-    "restart_kafka",
-    "enable_failpoint",
-    "disable_failpoint",
-    "heal",
-    "wait",
-    "sleep",
-];
+/// The `action` names, in schema order (the declaration order of [`StepKind`]).
+pub const ACTIONS: &[&str] = <Action as strum::VariantNames>::VARIANTS;
 
 /// The kind of fault a step injects, for matching heal steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,26 +550,9 @@ impl StepKind {
         )
     }
 
+    /// The step's `action` name.
     pub fn action(&self) -> &'static str {
-        match self {
-            StepKind::StartWorkload {} => "start_workload",
-            StepKind::StopWorkload {} => "stop_workload",
-            StepKind::AddToxic { .. } => "add_toxic",
-            StepKind::RemoveToxic { .. } => "remove_toxic",
-            StepKind::Partition { .. } => "partition",
-            StepKind::RestartNode { .. } => "restart_node",
-            StepKind::KillNode { .. } => "kill_node",
-            StepKind::StartNode { .. } => "start_node",
-            StepKind::PauseNode { .. } => "pause_node",
-            StepKind::UnpauseNode { .. } => "unpause_node",
-            StepKind::ResignCoordinator {} => "resign_coordinator",
-            StepKind::RestartKafka { .. } => "restart_kafka",
-            StepKind::EnableFailpoint { .. } => "enable_failpoint",
-            StepKind::DisableFailpoint { .. } => "disable_failpoint",
-            StepKind::Heal { .. } => "heal",
-            StepKind::Wait { .. } => "wait",
-            StepKind::Sleep { .. } => "sleep",
-        }
+        Action::from(self).into()
     }
 
     /// The fault this step leaves open until healed, if any.

@@ -1,0 +1,299 @@
+//! Everything of a scenario above the timeline: `name`, `description`,
+//! `heal_at_end`, `[cluster]` (with `[cluster.timing]` made into the nodes'
+//! settings by [`Timing::to_settings`]), `[workload]`, `[[changefeed]]`,
+//! `[expect]` and `[deadlines]`. serde reads the shape into [`RawHeader`]
+//! (`deny_unknown_fields`, and `Spanned` wherever a check points at a value);
+//! [`check`] does what serde cannot express.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use cdc_system::settings::NodeSettings;
+use serde::Deserialize;
+use toml::de::DeTable;
+use toml::Spanned;
+
+use super::error::Errors;
+use super::model::{Cluster, Deadlines, Timing, Workload, MAX_NODES};
+use super::spans;
+use super::types::{Dur, Expected, Profile};
+
+/// The top level of a scenario file as serde reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHeader {
+    name: Spanned<String>,
+    description: String,
+    #[serde(default = "yes")]
+    heal_at_end: bool,
+    cluster: Spanned<RawCluster>,
+    #[serde(default)]
+    workload: Workload,
+    #[serde(default, rename = "changefeed")]
+    changefeeds: Vec<Spanned<RawChangefeed>>,
+    expect: Spanned<RawExpect>,
+    deadlines: Spanned<RawDeadlines>,
+    /// The `[[step]]` tables, only checked to be an array here: the timeline
+    /// reads them from the spanned tree.
+    #[serde(default, rename = "step")]
+    _steps: Vec<serde::de::IgnoredAny>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    nodes: Spanned<u32>,
+    profiles: Spanned<Vec<Profile>>,
+    #[serde(default)]
+    timing: Timing,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChangefeed {
+    name: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    #[serde(rename = "pre-fix")]
+    pre_fix: Option<Spanned<Expected>>,
+    fix: Option<Spanned<Expected>>,
+    hardened: Option<Spanned<Expected>>,
+    #[serde(default)]
+    failing_checkers: Vec<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeadlines {
+    run: Spanned<Dur>,
+    recover: Spanned<Dur>,
+    #[serde(default = "default_bootstrap")]
+    maintainer_bootstrap: Dur,
+    #[serde(default = "default_removal_only")]
+    removal_only: Dur,
+}
+
+fn default_bootstrap() -> Dur {
+    Dur(Duration::from_secs(30))
+}
+fn default_removal_only() -> Dur {
+    Dur(Duration::from_secs(60))
+}
+
+/// The validated header; `parse` puts it and the steps together.
+pub(crate) struct Header {
+    pub name: String,
+    pub description: String,
+    pub heal_at_end: bool,
+    pub cluster: Cluster,
+    pub workload: Workload,
+    pub changefeeds: Vec<String>,
+    pub expect: BTreeMap<Profile, Expected>,
+    pub failing_checkers: Vec<String>,
+    pub deadlines: Deadlines,
+}
+
+/// Checks the header; `doc` is the whole spanned file (for the keys of
+/// `[cluster.timing]`, which [`Timing`] reads without spans).
+pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) -> Header {
+    // name
+    let name = raw.name.get_ref().clone();
+    let name_at = raw.name.span().start;
+    if !is_slug(&name) {
+        errors.add(
+            name_at,
+            format!("scenario name `{name}` is not a slug"),
+            "use lowercase letters, digits and `-`, e.g. \"kafka-io-timeout\"",
+        );
+    }
+    if let Some(stem) = errors.src.file.file_stem().and_then(|s| s.to_str()) {
+        if stem != name {
+            errors.add(
+                name_at,
+                format!("scenario name `{name}` differs from the file name `{stem}.toml`"),
+                format!("rename the file to `{name}.toml` or set name = \"{stem}\""),
+            );
+        }
+    }
+
+    if raw.description.trim().is_empty() {
+        errors.add(
+            spans::entry(doc, "description").map_or(0, |(key, _)| key.start),
+            "the description is empty",
+            "say what the scenario does and what it expects under each profile",
+        );
+    }
+
+    // cluster
+    let cluster_at = raw.cluster.span().start;
+    let rc = raw.cluster.into_inner();
+    let nodes = *rc.nodes.get_ref();
+    if !(1..=MAX_NODES).contains(&nodes) {
+        errors.add(
+            rc.nodes.span().start,
+            format!("cluster.nodes = {nodes} is out of range"),
+            format!("a cluster has 1 to {MAX_NODES} CDC nodes"),
+        );
+    }
+    let profiles = rc.profiles.get_ref().clone();
+    if profiles.is_empty() {
+        errors.add(
+            rc.profiles.span().start,
+            "cluster.profiles is empty",
+            "list the profiles to run on, e.g. profiles = [\"pre-fix\", \"fix\", \"hardened\"]",
+        );
+    }
+    for (i, p) in profiles.iter().enumerate() {
+        if profiles[..i].contains(p) {
+            errors.add(
+                rc.profiles.span().start,
+                format!("profile `{p}` is listed twice in cluster.profiles"),
+                "list each profile once",
+            );
+        }
+    }
+    let settings = match rc.timing.to_settings() {
+        Ok(s) => s,
+        Err((key, msg)) => {
+            const TIMING: &[&str] = &["cluster", "timing"];
+            let at = spans::key_in(doc, TIMING, key)
+                .or_else(|| spans::value_at(doc, TIMING).map(|t| t.span().start))
+                .unwrap_or(cluster_at);
+            errors.add(
+                at,
+                msg,
+                "every key of [cluster.timing] becomes a cdc-server setting; see scenarios/README.md",
+            );
+            NodeSettings::default()
+        }
+    };
+
+    // changefeeds
+    let mut changefeeds: Vec<String> = Vec::new();
+    for cf in &raw.changefeeds {
+        let n = cf.get_ref().name.get_ref().clone();
+        let at = cf.get_ref().name.span().start;
+        if !is_slug(&n) {
+            errors.add(
+                at,
+                format!("changefeed name `{n}` is not a slug"),
+                "use lowercase letters, digits and `-`, e.g. \"cf1\"",
+            );
+        }
+        if changefeeds.contains(&n) {
+            errors.add(
+                at,
+                format!("changefeed `{n}` is declared twice"),
+                "give each [[changefeed]] a distinct name",
+            );
+        }
+        changefeeds.push(n);
+    }
+    if changefeeds.is_empty() {
+        errors.add(
+            0,
+            "the scenario declares no changefeed",
+            "add a table `[[changefeed]]` with `name = \"cf1\"`",
+        );
+    }
+
+    // expect
+    let expect_at = raw.expect.span().start;
+    let re = raw.expect.into_inner();
+    let mut expect = BTreeMap::new();
+    for (p, e) in [
+        (Profile::PreFix, &re.pre_fix),
+        (Profile::Fix, &re.fix),
+        (Profile::Hardened, &re.hardened),
+    ] {
+        match e {
+            Some(e) if profiles.contains(&p) => {
+                expect.insert(p, *e.get_ref());
+            }
+            Some(e) => errors.add(
+                e.span().start,
+                format!("an expected verdict for profile `{p}`, which cluster.profiles does not list"),
+                format!("add \"{p}\" to cluster.profiles or remove this line"),
+            ),
+            None if profiles.contains(&p) => errors.add(
+                expect_at,
+                format!("no expected verdict for profile `{p}`"),
+                format!("add `{p} = \"pass\"` (or \"fail\") under [expect], or drop \"{p}\" from cluster.profiles"),
+            ),
+            None => {}
+        }
+    }
+    let mut failing_checkers = Vec::new();
+    for c in &re.failing_checkers {
+        let name = c.get_ref();
+        if !crate::checker::names().any(|n| n == name.as_str()) {
+            errors.add(
+                c.span().start,
+                format!("unknown checker `{name}` in expect.failing_checkers"),
+                format!(
+                    "the checkers are: {}",
+                    crate::checker::names().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        failing_checkers.push(name.clone());
+    }
+    if !failing_checkers.is_empty() && !expect.values().any(|e| *e == Expected::Fail) {
+        errors.add(
+            re.failing_checkers[0].span().start,
+            "expect.failing_checkers is set but no profile expects \"fail\"",
+            "remove failing_checkers, or expect \"fail\" under the profile that should fail",
+        );
+    }
+
+    // deadlines
+    let rd = raw.deadlines.into_inner();
+    for (what, d) in [("run", &rd.run), ("recover", &rd.recover)] {
+        if d.get_ref().0.is_zero() {
+            errors.add(
+                d.span().start,
+                format!("deadlines.{what} is zero"),
+                "give the deadline a positive duration, e.g. \"2m\"",
+            );
+        }
+    }
+    let deadlines = Deadlines {
+        run: rd.run.get_ref().0,
+        recover: rd.recover.get_ref().0,
+        maintainer_bootstrap: rd.maintainer_bootstrap.0,
+        removal_only: rd.removal_only.0,
+    };
+
+    Header {
+        name,
+        description: raw.description,
+        heal_at_end: raw.heal_at_end,
+        cluster: Cluster {
+            nodes,
+            profiles,
+            timing: rc.timing,
+            settings,
+        },
+        workload: raw.workload,
+        changefeeds,
+        expect,
+        failing_checkers,
+        deadlines,
+    }
+}
+
+/// Lowercase letters, digits and `-`, not starting with `-`: scenario,
+/// changefeed and step names.
+pub(crate) fn is_slug(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+}
