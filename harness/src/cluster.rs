@@ -289,6 +289,33 @@ async fn wait_upstream_ready(endpoint: &str, timeout: Duration) -> Result<()> {
     .await
 }
 
+/// One proxy per named client of a service on the run network: proxy
+/// `<prefix>-<name>` listens on `base_port + i` and forwards to `upstream`.
+fn network_links(
+    names: &[String],
+    prefix: &str,
+    base_port: u16,
+    upstream: &str,
+    toxi_name: &str,
+    proxies: &mut Vec<Proxy>,
+) -> Vec<Link> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let port = base_port + i as u16;
+            let proxy = format!("{prefix}-{name}");
+            proxies.push(Proxy::new(&proxy, format!("0.0.0.0:{port}"), upstream));
+            Link {
+                name: name.clone(),
+                side: ClientSide::Network,
+                proxy,
+                address: format!("{toxi_name}:{port}"),
+            }
+        })
+        .collect()
+}
+
 impl Cluster {
     /// Starts etcd, Toxiproxy and Kafka for a new run and waits until each is
     /// really ready. Leftovers of earlier, dead runs are reaped first.
@@ -388,40 +415,24 @@ impl Cluster {
                 address,
             });
         }
-        let mut etcd_links = Vec::new();
-        for (i, name) in spec.etcd_links.iter().enumerate() {
-            let port = TOXI_ETCD_LINK_BASE_PORT + i as u16;
-            let proxy = format!("etcd-{name}");
-            proxies.push(Proxy::new(
-                &proxy,
-                format!("0.0.0.0:{port}"),
-                format!("{etcd_name}:{ETCD_CLIENT_PORT}"),
-            ));
-            etcd_links.push(Link {
-                name: name.clone(),
-                side: ClientSide::Network,
-                proxy,
-                address: format!("{toxi_name}:{port}"),
-            });
-        }
+        let etcd_links = network_links(
+            &spec.etcd_links,
+            "etcd",
+            TOXI_ETCD_LINK_BASE_PORT,
+            &format!("{etcd_name}:{ETCD_CLIENT_PORT}"),
+            &toxi_name,
+            &mut proxies,
+        );
 
         let upstream_name = run.name("upstream");
-        let mut upstream_links = Vec::new();
-        for (i, name) in spec.upstream_links.iter().enumerate() {
-            let port = TOXI_UPSTREAM_LINK_BASE_PORT + i as u16;
-            let proxy = format!("upstream-{name}");
-            proxies.push(Proxy::new(
-                &proxy,
-                format!("0.0.0.0:{port}"),
-                format!("{upstream_name}:{UPSTREAM_PORT}"),
-            ));
-            upstream_links.push(Link {
-                name: name.clone(),
-                side: ClientSide::Network,
-                proxy,
-                address: format!("{toxi_name}:{port}"),
-            });
-        }
+        let upstream_links = network_links(
+            &spec.upstream_links,
+            "upstream",
+            TOXI_UPSTREAM_LINK_BASE_PORT,
+            &format!("{upstream_name}:{UPSTREAM_PORT}"),
+            &toxi_name,
+            &mut proxies,
+        );
         let upstream_host_port = free_port()?;
         // Each node's inbound message-center link.
         for slot in Slot::all(spec.nodes) {

@@ -123,6 +123,11 @@ pub struct Removed {
     pub networks: usize,
 }
 
+/// The owner label of a container or network (empty when absent).
+fn owner_of(labels: &std::collections::HashMap<String, String>) -> String {
+    labels.get(LABEL_OWNER).cloned().unwrap_or_default()
+}
+
 /// Containers and networks that carry `filter`, with their owner label.
 async fn list_labelled(
     docker: &Docker,
@@ -137,15 +142,7 @@ async fn list_labelled(
         .await
         .context("listing containers")?
         .into_iter()
-        .filter_map(|c| {
-            let owner = c
-                .labels
-                .as_ref()?
-                .get(LABEL_OWNER)
-                .cloned()
-                .unwrap_or_default();
-            Some((c.id?, owner))
-        })
+        .filter_map(|c| Some((c.id?, owner_of(c.labels.as_ref()?))))
         .collect();
     let networks = docker
         .list_networks(Some(ListNetworksOptions {
@@ -154,15 +151,7 @@ async fn list_labelled(
         .await
         .context("listing networks")?
         .into_iter()
-        .filter_map(|n| {
-            let owner = n
-                .labels
-                .as_ref()?
-                .get(LABEL_OWNER)
-                .cloned()
-                .unwrap_or_default();
-            Some((n.name?, owner))
-        })
+        .filter_map(|n| Some((n.name?, owner_of(n.labels.as_ref()?))))
         .collect();
     Ok((containers, networks))
 }

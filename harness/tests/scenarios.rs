@@ -305,6 +305,7 @@ fn documented_timing_keys() -> Vec<String> {
         .split('`')
         .skip(1)
         .step_by(2)
+        .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
         .map(String::from)
         .collect()
 }

@@ -12,7 +12,8 @@
 //! - [`provision`] creates tables, changefeeds and the workload, and
 //!   `verify` reads Kafka against the upstream at the end;
 //! - the *checkers* (`crate::checker`) judge the record afterwards, together
-//!   with the data verifier and the checkpoint [`audit`].
+//!   with the data verifier and the checkpoint [`audit`]; [`early`] asks them
+//!   during the run whether its outcome is settled.
 //!
 //! Submodules do not import this one: what they share is the [`World`]
 //! ([`world`]) they act on.
@@ -24,6 +25,7 @@
 pub mod audit;
 mod conditions;
 pub mod deadline;
+pub mod early;
 mod logs;
 pub mod nemesis;
 pub mod observer;
@@ -266,12 +268,9 @@ impl<'a> Runner<'a> {
         self.w.say(msg)
     }
 
-    /// In an `early` run: whether the outcome is settled: a checker's FAIL
-    /// is final on the record so far ([`checker::settled`]), and so is the
-    /// FAIL of every checker the scenario expects to fail under this profile
-    /// (so an expectation is judged the same in both modes). Runs the
-    /// checkers at most once a second; the first time it holds it is
-    /// recorded in `meta.stopped_early`.
+    /// In an `early` run: whether the outcome is settled ([`early::judge`]).
+    /// Runs the checkers at most once a second; the first time it holds it
+    /// is recorded in `meta.stopped_early`.
     fn settled(&mut self) -> bool {
         if self.run.meta.stopped_early.is_some() {
             return true;
@@ -298,42 +297,32 @@ impl<'a> Runner<'a> {
             .iter()
             .any(|s| s.kind.touches_faults())
             || !self.open.is_empty();
-        let fails = checker::settled(&so_far, fault_ahead);
-        let Some(r) = fails.first().cloned() else {
-            return false;
-        };
-        let expected: &[String] = match self.sc.expect.get(&self.profile) {
-            Some(crate::scenario::Expected::Fail) => &self.sc.failing_checkers,
-            _ => &[],
-        };
-        if let Some(c) = expected
-            .iter()
-            .find(|c| !fails.iter().any(|f| &f.checker == *c))
-        {
-            if self.last_settle_note.as_ref() != Some(c) {
-                self.say(format_args!(
-                    "  {} fails; observing on until {c}, which the scenario expects to fail, is judged",
-                    r.checker
-                ));
-                self.last_settle_note = Some(c.clone());
+        match early::judge(
+            &so_far,
+            self.sc,
+            self.profile,
+            fault_ahead,
+            self.w.clock.now_ms(),
+        ) {
+            early::Settle::Open => false,
+            early::Settle::Awaiting { failing, expected } => {
+                if self.last_settle_note.as_ref() != Some(&expected) {
+                    self.say(format_args!(
+                        "  {failing} fails; observing on until {expected}, which the scenario expects to fail, is judged"
+                    ));
+                    self.last_settle_note = Some(expected);
+                }
+                false
             }
-            return false;
+            early::Settle::Stop(stop) => {
+                self.say(format_args!(
+                    "verdict settled: {} fails ({}); stopping early (--full runs on)",
+                    stop.cause, stop.reason
+                ));
+                self.run.meta.stopped_early = Some(stop);
+                true
+            }
         }
-        let reason = r
-            .evidence
-            .first()
-            .map(|e| e.message.clone())
-            .unwrap_or(r.summary);
-        self.say(format_args!(
-            "verdict settled: {} fails ({reason}); stopping early (--full runs on)",
-            r.checker
-        ));
-        self.run.meta.stopped_early = Some(EarlyStop {
-            t_ms: self.w.clock.now_ms(),
-            cause: r.checker,
-            reason,
-        });
-        true
     }
 
     /// Provisions the run, then starts the clock and the observer.
