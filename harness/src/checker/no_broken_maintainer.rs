@@ -8,6 +8,7 @@
 //! - at most one live (not removal-only, not removing) maintainer per
 //!   changefeed at any sample.
 
+use cdc_system::api::SchedulingState;
 use std::collections::{HashMap, HashSet};
 
 use super::finding::{at, result, secs};
@@ -62,8 +63,9 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>) {
             let Some(c) = s.changefeeds.iter().find(|c| &c.name == name) else {
                 continue;
             };
-            let node_id = match (&c.maintainer_node_id, c.scheduling.as_str()) {
-                (Some(n), "replicating") => n.clone(),
+            let replicating = c.scheduling == SchedulingState::Replicating.to_string();
+            let node_id = match (&c.maintainer_node_id, replicating) {
+                (Some(n), true) => n.clone(),
                 _ => {
                     binding = None;
                     continue;

@@ -4,6 +4,7 @@
 
 use super::finding::{at, note, result, secs};
 use crate::run_model::{CheckResult, Run, Verdict};
+use cdc_system::api::FeedState;
 
 pub const NAME: &str = "recovers";
 
@@ -56,10 +57,12 @@ pub fn check(run: &Run) -> CheckResult {
             evidence.push(note(format!("{name}: never observed after the last heal")));
             continue;
         };
+        // The system's own word for the state (the record keeps its text).
+        let normal = FeedState::Normal.to_string();
         let reached = run.samples.iter().filter(|s| s.t_ms >= healed).find(|s| {
             s.changefeeds
                 .iter()
-                .any(|c| &c.name == name && c.state == "normal" && c.checkpoint_ts >= target)
+                .any(|c| &c.name == name && c.state == normal && c.checkpoint_ts >= target)
         });
         match reached {
             Some(s) if s.t_ms <= deadline => evidence.push(at(
