@@ -222,7 +222,7 @@ impl Client {
         method: reqwest::Method,
         path: &str,
         body: Option<&B>,
-    ) -> Result<bytes_body::Body> {
+    ) -> Result<Body> {
         let url = format!("{}{}", self.base, path);
         let m: &'static str = match method {
             reqwest::Method::GET => "GET",
@@ -261,7 +261,7 @@ impl Client {
             });
         }
         tracing::debug!(target: "toxiproxy", method = m, %url, status = status.as_u16(), "toxiproxy call");
-        Ok(bytes_body::Body {
+        Ok(Body {
             method: m,
             url,
             bytes: bytes.to_vec(),
@@ -465,23 +465,20 @@ pub fn proxy_sent_bytes(metrics: &str, name: &str, direction: Stream) -> Option<
         .reduce(|a, b| a + b)
 }
 
-mod bytes_body {
-    use super::{Error, Result};
+/// An answer's body, kept with the request it answers (for errors).
+pub struct Body {
+    pub method: &'static str,
+    pub url: String,
+    pub bytes: Vec<u8>,
+}
 
-    pub struct Body {
-        pub method: &'static str,
-        pub url: String,
-        pub bytes: Vec<u8>,
-    }
-
-    impl Body {
-        pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
-            serde_json::from_slice(&self.bytes).map_err(|e| Error::Decode {
-                method: self.method,
-                url: self.url.clone(),
-                detail: format!("{e}; body: {}", String::from_utf8_lossy(&self.bytes)),
-            })
-        }
+impl Body {
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.bytes).map_err(|e| Error::Decode {
+            method: self.method,
+            url: self.url.clone(),
+            detail: format!("{e}; body: {}", String::from_utf8_lossy(&self.bytes)),
+        })
     }
 }
 
