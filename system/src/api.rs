@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use crate::coordinator::operator::Operator;
 use crate::maintainer::Maintainer;
 use crate::messages::NodeId;
-use crate::node::membership::CaptureInfo;
 use crate::profile::Profile;
 
 pub use crate::coordinator::FeedState;
@@ -59,19 +58,7 @@ pub struct Moving {
 }
 
 /// Where the coordinator believes a changefeed's maintainer is.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantNames,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::Display)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum SchedulingState {
@@ -143,6 +130,17 @@ pub struct CaptureView {
     pub address: String,
     pub http_address: String,
     pub is_coordinator: bool,
+}
+
+/// What a node publishes about itself (its capture key in etcd, and
+/// `/debug/node`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureInfo {
+    pub id: NodeId,
+    /// The message center's address as peers dial it.
+    pub advertise_addr: String,
+    /// The HTTP API's address as peers and the harness dial it.
+    pub http_addr: String,
 }
 
 /// `GET /api/v2/captures`.

@@ -431,6 +431,10 @@ fn a_failpoint_acts_on_the_node_it_is_set_on_only() {
     let frozen = s.checkpoint(CF);
     s.run_for(3_000);
     assert_eq!(s.checkpoint(CF), frozen, "A's failpoint did not act on A");
-    assert!(s.faults("A").list().iter().any(|f| f.name == point && f.hits > 0));
+    assert!(s
+        .faults("A")
+        .list()
+        .iter()
+        .any(|f| f.name == point && f.hits > 0));
     assert!(s.faults("B").list().iter().all(|f| f.hits == 0));
 }

@@ -10,20 +10,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
-use serde::{Deserialize, Serialize};
+
 use tokio::sync::watch;
 
 use crate::messages::NodeId;
 
-/// What a node publishes about itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CaptureInfo {
-    pub id: NodeId,
-    /// The message center's address as peers dial it.
-    pub advertise_addr: String,
-    /// The HTTP API's address as peers and the harness dial it.
-    pub http_addr: String,
-}
+pub use crate::api::CaptureInfo;
 
 pub fn capture_prefix(root: &str) -> String {
     format!("{root}/capture/")

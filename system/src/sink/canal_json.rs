@@ -143,28 +143,11 @@ pub fn decode(bytes: &[u8]) -> Result<CanalMessage, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::ColumnDef;
     use crate::upstream::{col, int, string, table};
 
     #[test]
     fn update_round_trips_with_commit_ts_and_changed_old_values() {
-        let def = TableDef {
-            name: Some(table("db", "t")),
-            columns: vec![
-                ColumnDef {
-                    name: "id".into(),
-                    r#type: ColumnType::Int64 as i32,
-                    primary_key: true,
-                    nullable: false,
-                },
-                ColumnDef {
-                    name: "v".into(),
-                    r#type: ColumnType::String as i32,
-                    primary_key: false,
-                    nullable: true,
-                },
-            ],
-        };
+        let def = crate::upstream::store::tests::kv_table("db", "t");
         let ch = RowChange {
             table: Some(table("db", "t")),
             r#type: ChangeType::Update as i32,

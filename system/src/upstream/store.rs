@@ -568,7 +568,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::proto::ColumnDef;
     use crate::upstream::{col, int, string, table};
