@@ -29,13 +29,14 @@ pub mod early;
 mod logs;
 pub mod nemesis;
 pub mod observer;
+mod open_faults;
 mod progress;
 pub mod provision;
 mod target;
 mod verify;
 pub mod world;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -57,6 +58,7 @@ use crate::slot::Slot;
 use conditions::WaitStart;
 use nemesis::{Family, Fault, OpenFault};
 use observer::{Clock, Observer, Probe};
+use open_faults::OpenFaults;
 pub use progress::{default_jobs, Progress, RunOptions};
 use world::World;
 
@@ -194,9 +196,8 @@ struct Runner<'a> {
     /// Step id -> the node slot its target resolved to.
     resolved: HashMap<String, Slot>,
     /// Faults still open, by id.
-    open: BTreeMap<String, OpenFault>,
+    open: OpenFaults,
     workload_running: bool,
-    last_failpoint_poll: Option<Instant>,
     /// When the last early-verdict check ran (at most one a second).
     last_settle_check: Option<Instant>,
     /// The expected failing checker an early stop waits for, once said.
@@ -248,9 +249,8 @@ impl<'a> Runner<'a> {
             observer: None,
             rng: StdRng::seed_from_u64(opts.seed),
             resolved: HashMap::new(),
-            open: BTreeMap::new(),
+            open: OpenFaults::default(),
             workload_running: false,
-            last_failpoint_poll: None,
             last_settle_check: None,
             last_settle_note: None,
             next_step: 0,
@@ -448,7 +448,7 @@ impl<'a> Runner<'a> {
         }
         self.next_step = total;
         if self.sc.heal_at_end || aborted {
-            let ids: Vec<String> = self.open.keys().cloned().collect();
+            let ids = self.open.ids();
             for id in ids {
                 self.say(format_args!("healing `{id}` at the end"));
                 if let Err(e) = self.heal(&id).await {
@@ -771,7 +771,7 @@ impl<'a> Runner<'a> {
                     }
                     _ => None,
                 };
-                self.open.insert(id.into(), open);
+                self.open.insert(id, open);
                 if let Some(d) = down_for {
                     self.sleep(d).await;
                     effects.extend(self.heal(id).await?);
@@ -803,10 +803,7 @@ impl<'a> Runner<'a> {
 
     /// Heals the open fault `id`; returns the effects seen on the way.
     async fn heal(&mut self, id: &str) -> Result<Vec<Effect>> {
-        if matches!(
-            self.open.get(id),
-            Some(OpenFault::Failpoint { hit: false, .. })
-        ) {
+        if self.open.awaits_hit(id) {
             // A last look before the count is gone.
             self.poll_failpoints(true).await;
         }
@@ -823,83 +820,16 @@ impl<'a> Runner<'a> {
         Ok(effects)
     }
 
-    /// A new process starts with no failpoint set: the failpoints of faults
-    /// still open on this slot (and a peers partition's outbound drop) are
-    /// set again, so a fault on a node outlives its restarts until healed.
+    /// Sets the open failpoints of `slot` again after its node restarted.
     async fn reapply_after_restart(&mut self, slot: Slot) -> Result<()> {
-        let again: Vec<(String, String)> = self
-            .open
-            .values()
-            .filter_map(|f| match f {
-                OpenFault::Failpoint {
-                    slot: s,
-                    name,
-                    value,
-                    ..
-                } if *s == slot => Some((name.clone(), value.clone())),
-                OpenFault::Partition {
-                    peers_of: Some(s), ..
-                } if *s == slot => Some((
-                    cdc_system::failpoint::Failpoint::DropRemoteMessage
-                        .name()
-                        .to_string(),
-                    nemesis::network::DROP_ALL_OUTBOUND.to_string(),
-                )),
-                _ => None,
-            })
-            .collect();
-        for (name, value) in again {
-            nemesis::failpoint::set(&self.w, slot, &name, &value).await?;
-            self.say(format_args!(
-                "  failpoint {name}={value} set again on restarted node {slot}"
-            ));
-        }
-        Ok(())
+        self.open.reapply(&self.w, slot).await
     }
 
-    /// Records a hit of every open failpoint fault that has not shown one
-    /// yet (at most once a second unless forced).
+    /// Records the first hit of every open failpoint fault that has not
+    /// shown one yet (at most once a second unless forced).
     async fn poll_failpoints(&mut self, force: bool) {
-        if !force
-            && self
-                .last_failpoint_poll
-                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
-        {
-            return;
-        }
-        self.last_failpoint_poll = Some(Instant::now());
-        let pending: Vec<(String, Slot, String)> = self
-            .open
-            .iter()
-            .filter_map(|(id, f)| match f {
-                OpenFault::Failpoint {
-                    slot,
-                    name,
-                    hit: false,
-                    ..
-                } => Some((id.clone(), *slot, name.clone())),
-                _ => None,
-            })
-            .collect();
-        for (id, slot, name) in pending {
-            let Some(hits) = nemesis::failpoint::hits(&self.w, slot, &name)
-                .await
-                .filter(|h| *h > 0)
-            else {
-                continue;
-            };
-            let e = self.w.effect(EffectKind::FailpointHit {
-                node: slot.number(),
-                name: name.clone(),
-                hits,
-            });
+        for (id, e) in self.open.poll_hits(&self.w, force).await {
             self.record_effects(&id, &[e]);
-            if let Some(OpenFault::Failpoint { hit, .. }) = self.open.get_mut(&id) {
-                *hit = true;
-            }
-            self.say(format_args!(
-                "  failpoint {name} hit on node {slot} ({hits}x)"
-            ));
         }
     }
 }
