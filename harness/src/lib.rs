@@ -13,6 +13,7 @@
 //! - [`scenario`]: scenario files (TOML): schema, parsing, validation;
 //! - [`run_model`]: the record of one run (`run.json`), re-exported from `reports`;
 //! - [`checker`]: invariant checkers, pure functions of a run;
+//! - [`swarm`]: `chaos sim`, seeded swarm runs of the simulated control plane;
 //! - [`runner`]: runs a scenario on real containers (generator, nemesis,
 //!   observer) and records the run for the checkers.
 
@@ -25,6 +26,7 @@ pub mod runner;
 pub mod scenario;
 pub mod slot;
 pub mod smoke;
+pub mod swarm;
 pub mod toxiproxy;
 pub mod verifier;
 

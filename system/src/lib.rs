@@ -33,6 +33,7 @@
 //! - [`failpoint`]: the named failpoints, their term syntax, and per-node
 //!   fault handles;
 //! - [`sim`]: the deterministic simulator of the control plane;
+//! - [`swarm`]: seeded swarm runs of the simulator: plans, invariants, shrinking;
 //! - [`settings`]: every behaviour setting of a node (profile and timing);
 //! - [`node`]: the runtime of one `cdc-server` node (membership, election,
 //!   message center, node loop, HTTP API);
@@ -51,6 +52,7 @@ pub mod profile;
 pub mod settings;
 pub mod sim;
 pub mod sink;
+pub mod swarm;
 pub mod tso;
 pub mod upstream;
 

@@ -145,6 +145,10 @@ pub struct Sim {
     pub trace: Vec<(u64, String)>,
     seed: u64,
     faults: BTreeMap<NodeId, Faults>,
+    /// Paused incarnations: they neither tick nor receive; what is sent to
+    /// them waits in `stalled` until they resume.
+    paused: BTreeSet<NodeId>,
+    stalled: Vec<Envelope>,
 }
 
 impl Sim {
@@ -158,6 +162,8 @@ impl Sim {
         let mut s = Sim {
             seed,
             faults: BTreeMap::new(),
+            paused: BTreeSet::new(),
+            stalled: Vec::new(),
             now: 0,
             cfg,
             nodes: BTreeMap::new(),
@@ -314,11 +320,106 @@ impl Sim {
         assert!(injected, "the simulator backend supports error injection");
     }
 
+    /// Injects a sink error as [`Sim::inject_sink_error`] does; false when
+    /// the node is not running or hosts no dispatcher manager of `cf`.
+    pub fn try_inject_sink_error(&mut self, name: &str, cf: &str) -> bool {
+        let id = self.id(name);
+        let Some(n) = self.nodes.get_mut(&id) else {
+            return false;
+        };
+        if !n.orchestrator.backend().exists(cf) {
+            return false;
+        }
+        self.log(format!("inject sink error on {id} for {cf}"));
+        self.nodes
+            .get_mut(&id)
+            .unwrap()
+            .orchestrator
+            .backend()
+            .inject_sink_error(cf)
+    }
+
+    /// Whether node `name`'s current incarnation runs (not crashed).
+    pub fn is_running(&self, name: &str) -> bool {
+        self.nodes.contains_key(&self.id(name))
+    }
+
+    /// The running incarnations, in ID order.
+    pub fn running(&self) -> impl Iterator<Item = &SimNode> {
+        self.nodes.values()
+    }
+
+    pub fn is_paused(&self, id: &str) -> bool {
+        self.paused.contains(id)
+    }
+
+    /// Freezes node `name` (a slow node): it neither ticks nor receives
+    /// until [`Sim::resume`]; its membership lease is not affected.
+    pub fn pause(&mut self, name: &str) {
+        let id = self.id(name);
+        if self.nodes.contains_key(&id) && self.paused.insert(id.clone()) {
+            self.log(format!("node {id} paused"));
+        }
+    }
+
+    /// Unfreezes node `name`; what was sent to it arrives now, in order.
+    pub fn resume(&mut self, name: &str) {
+        let id = self.id(name);
+        if !self.paused.remove(&id) {
+            return;
+        }
+        self.log(format!("node {id} resumed"));
+        let (mine, rest): (Vec<Envelope>, Vec<Envelope>) = std::mem::take(&mut self.stalled)
+            .into_iter()
+            .partition(|e| e.to == id);
+        self.stalled = rest;
+        for e in mine {
+            self.enqueue(e);
+        }
+    }
+
+    /// The coordinator resigns; the next running node after it (in ID
+    /// order, wrapping) is elected with a new version.
+    pub fn resign(&mut self) {
+        let Some(old) = self.coordinator_node.clone() else {
+            return;
+        };
+        if let Some(n) = self.nodes.get_mut(&old) {
+            n.coordinator = None;
+        }
+        self.log(format!("{old} resigned"));
+        let ids: Vec<NodeId> = self
+            .nodes
+            .keys()
+            .filter(|id| self.alive.contains(*id))
+            .cloned()
+            .collect();
+        let next = ids
+            .iter()
+            .find(|id| **id > old)
+            .or_else(|| ids.first())
+            .cloned();
+        self.coordinator_node = None;
+        if let Some(n) = next {
+            self.elect(&n);
+        }
+    }
+
+    /// Nodes that hold a coordinator (one, unless the control plane broke).
+    pub fn coordinators(&self) -> usize {
+        self.nodes
+            .values()
+            .filter(|n| n.coordinator.is_some())
+            .count()
+    }
+
     /// Kills node `name` (kill -9): its messages are lost; its ID lingers in
     /// membership for TTL + removal delay.
     pub fn crash(&mut self, name: &str) {
         let id = self.id(name);
         self.nodes.remove(&id);
+        self.paused.remove(&id);
+        self.stalled.retain(|e| e.to != id);
         self.expiring.insert(
             id.clone(),
             self.now + self.cfg.ttl_ms + self.cfg.removal_delay_ms,
@@ -414,6 +515,10 @@ impl Sim {
 
     fn deliver(&mut self, e: Envelope) {
         let now = self.now;
+        if self.paused.contains(&e.to) {
+            self.stalled.push(e);
+            return;
+        }
         let Some(n) = self.nodes.get_mut(&e.to) else {
             return;
         };
@@ -462,6 +567,9 @@ impl Sim {
             }
         }
         for n in self.nodes.values_mut() {
+            if self.paused.contains(&n.id) {
+                continue;
+            }
             if let Some(c) = &mut n.coordinator {
                 c.tick(now);
             }

@@ -97,6 +97,38 @@ enum Cmd {
         #[arg(long)]
         summary: Option<PathBuf>,
     },
+    /// Swarm simulation: seeded random fault schedules against the real
+    /// control plane in the simulator (no Docker). Exit 0 when no invariant
+    /// was violated, 1 with findings (each shrunk and written as a plan).
+    Sim {
+        /// The behaviour profile.
+        #[arg(long, default_value = "hardened")]
+        profile: Profile,
+        /// Seeds A..B (B exclusive), or one seed.
+        #[arg(long, default_value = "0..1000", value_parser = harness::swarm::parse_seeds)]
+        seeds: (u64, u64),
+        /// Run seeds from A on for this long instead (e.g. "10m", "30s").
+        #[arg(long)]
+        budget: Option<harness::scenario::Dur>,
+        /// Threads (default: every core).
+        #[arg(short = 'j', long)]
+        jobs: Option<std::num::NonZeroUsize>,
+        /// Run every seed twice and fail if the traces differ.
+        #[arg(long)]
+        check_determinism: bool,
+        /// Replay this seed's plan and print its timeline and findings.
+        #[arg(long, conflicts_with = "plan")]
+        replay: Option<u64>,
+        /// Replay a plan file written by an earlier `chaos sim`.
+        #[arg(long)]
+        plan: Option<PathBuf>,
+        /// At most this many runs to shrink each finding.
+        #[arg(long, default_value_t = 300)]
+        shrink_runs: usize,
+        /// Where shrunk plans go.
+        #[arg(long, default_value = "reports/out/sim")]
+        out: PathBuf,
+    },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
         /// Recorded runs (run.json files).
@@ -712,7 +744,8 @@ async fn real_main(cmd: Cmd) -> Result<()> {
         | Cmd::Validate { .. }
         | Cmd::Check { .. }
         | Cmd::Report { .. }
-        | Cmd::Run { .. } => {
+        | Cmd::Run { .. }
+        | Cmd::Sim { .. } => {
             unreachable!("handled without a runtime")
         }
     }
@@ -721,7 +754,11 @@ async fn real_main(cmd: Cmd) -> Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.cmd, Cmd::Run { .. }) && std::io::stderr().is_terminal() {
+    if matches!(cli.cmd, Cmd::Sim { .. }) {
+        // Thousands of simulated runs: their state machines' info lines
+        // would drown the findings (RUST_LOG still wins).
+        harness::init_tracing_at("error");
+    } else if matches!(cli.cmd, Cmd::Run { .. }) && std::io::stderr().is_terminal() {
         harness::init_tracing_at("warn");
     } else {
         harness::init_tracing();
@@ -732,6 +769,46 @@ fn main() -> ExitCode {
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
         Cmd::Report { runs, out } => return report(runs, out),
+        Cmd::Sim {
+            profile,
+            seeds,
+            budget,
+            jobs,
+            check_determinism,
+            replay,
+            plan,
+            shrink_runs,
+            out,
+        } => {
+            let r = match (replay, plan) {
+                (Some(seed), _) => {
+                    harness::swarm::replay(&cdc_system::swarm::Plan::generate(*seed, *profile))
+                }
+                (None, Some(path)) => {
+                    harness::swarm::read_plan(path).and_then(|p| harness::swarm::replay(&p))
+                }
+                (None, None) => harness::swarm::sim(&harness::swarm::SimRequest {
+                    profile: *profile,
+                    seeds: *seeds,
+                    budget: budget.map(|d| d.0),
+                    jobs: jobs.map_or_else(
+                        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                        usize::from,
+                    ),
+                    check_determinism: *check_determinism,
+                    shrink_runs: *shrink_runs,
+                    out: out.clone(),
+                }),
+            };
+            return match r {
+                Ok(false) => ExitCode::SUCCESS,
+                Ok(true) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("chaos sim: error: {e:#}");
+                    ExitCode::from(3)
+                }
+            };
+        }
         Cmd::Run {
             names,
             all,
