@@ -11,7 +11,7 @@ JOBS ?=
 FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
-.PHONY: all setup test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy
+.PHONY: all setup test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim
 
 all: test
 
@@ -78,6 +78,17 @@ bench-catalog: setup
 	@echo "==> chaos run --all $(CHAOS_RUN_FLAGS) --report-dir reports/out/bench-catalog"
 	@./target/debug/chaos run --all --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir reports/out/bench-catalog --summary reports/out/bench-catalog.json; \
 	  rc=$$?; echo "==> per-run figures: reports/out/bench-catalog.json (exit $$rc)"; exit $$rc
+
+## sim: the swarm simulation as a benchmark (no Docker): SIM_SEEDS seeds per profile on every
+## core (release build); prints runs/min, events/s and the findings, shrunk plans in reports/out/sim.
+SIM_SEEDS ?= 0..20000
+sim:
+	@echo "==> cargo build --release -p harness --bin chaos"
+	@$(CARGO) build --release -p harness --bin chaos --locked
+	@for p in pre-fix fix hardened; do \
+	  echo "==> chaos sim --profile $$p --seeds $(SIM_SEEDS)"; \
+	  ./target/release/chaos sim --profile $$p --seeds $(SIM_SEEDS) --shrink-runs 100 --out reports/out/sim || true; \
+	done
 
 ## reap: remove containers and networks left by runs whose process is gone.
 reap:

@@ -379,11 +379,15 @@ impl Sim {
     }
 
     /// The coordinator resigns; the next running node after it (in ID
-    /// order, wrapping) is elected with a new version.
+    /// order, wrapping) is elected with a new version. A coordinator that is
+    /// not running cannot resign (its key goes with its lease).
     pub fn resign(&mut self) {
         let Some(old) = self.coordinator_node.clone() else {
             return;
         };
+        if !self.nodes.contains_key(&old) || self.paused.contains(&old) {
+            return;
+        }
         if let Some(n) = self.nodes.get_mut(&old) {
             n.coordinator = None;
         }

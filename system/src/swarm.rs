@@ -978,58 +978,102 @@ mod tests {
         }
     }
 
-    /// The seed's interleaving written as a plan finds the seed bug under
-    /// pre-fix and nothing under hardened.
+    /// Found by the swarm (seed 695, shrunk): a held AddMaintainerRequest of
+    /// a move arrives after that maintainer ended; without the maintainer
+    /// manager's tombstone it starts a second, unowned maintainer. Under
+    /// hardened the late add is dropped.
     #[test]
-    fn the_seed_interleaving_as_a_plan() {
-        let mut p = Plan::generate(0, Profile::PreFix);
-        p.nodes = vec!["A".into(), "B".into(), "C".into()];
-        p.changefeeds = vec!["cf1".into()];
+    fn a_late_add_after_its_maintainer_ended_starts_no_second_one() {
+        let mut p = Plan::generate(695, Profile::Hardened);
         p.events = vec![
             Event {
-                at_ms: 3_000,
-                action: Action::Failpoint {
-                    node: "A".into(),
-                    name: Failpoint::PlaceRetryOnPrevious.name().into(),
-                    term: "return".into(),
-                    for_ms: 20_000,
+                at_ms: 12_500,
+                action: Action::Hold {
+                    kind: "AddMaintainerRequest".into(),
+                    to: None,
+                    count: 1,
+                    for_ms: 4_700,
                 },
             },
             Event {
-                at_ms: 3_000,
-                action: Action::Duplicate {
-                    kind: "RemoveMaintainerRequest".into(),
-                    to: None,
-                    count: 3,
-                    after_ms: 4_000,
+                at_ms: 14_400,
+                action: Action::Move {
+                    changefeed: "cf1".into(),
+                    to: "E".into(),
+                },
+            },
+            Event {
+                at_ms: 15_700,
+                action: Action::SinkError {
+                    node: "A".into(),
+                    changefeed: "cf1".into(),
                 },
             },
         ];
-        for node in ["A", "B", "C"] {
-            p.events.push(Event {
-                at_ms: 4_000,
-                action: Action::SinkError {
-                    node: node.into(),
-                    changefeed: "cf1".into(),
-                },
-            });
-        }
-        let pre = run(&p);
-        let hardened = run(&Plan {
-            profile: Profile::Hardened,
-            ..p.clone()
-        });
-        println!(
-            "pre-fix: {:?}\nhardened: {:?}",
-            pre.findings, hardened.findings
-        );
-        assert!(
-            hardened
+        let two = |p: &Plan| {
+            run(p)
                 .findings
                 .iter()
-                .all(|f| f.invariant != "no-broken-maintainer"),
-            "{:?}",
-            hardened.findings
+                .any(|f| f.signature() == "single-live-maintainer:two-live")
+        };
+        assert!(!two(&p), "hardened: {:?}", run(&p).findings);
+        assert!(
+            two(&Plan {
+                profile: Profile::Fix,
+                ..p.clone()
+            }),
+            "the plan no longer reaches the hazard, so it proves nothing"
         );
+    }
+
+    /// The seed bug's class as the swarm found it from random seeds (seed
+    /// 19405 under pre-fix, shrunk to three faults): a close request to A
+    /// dropped, a sink error on B, C crashed for 0.9 s. The coordinator calls
+    /// cf2 replicating on B, whose maintainer is removal-only. Hardened
+    /// converges.
+    #[test]
+    fn the_seed_bug_class_from_a_random_seed() {
+        let mut p = Plan::generate(19405, Profile::PreFix);
+        p.events = vec![
+            Event {
+                at_ms: 2_900,
+                action: Action::Drop {
+                    kind: "MaintainerCloseRequest".into(),
+                    to: Some("A".into()),
+                    count: 1,
+                },
+            },
+            Event {
+                at_ms: 4_100,
+                action: Action::SinkError {
+                    node: "B".into(),
+                    changefeed: "cf2".into(),
+                },
+            },
+            Event {
+                at_ms: 5_000,
+                action: Action::Crash {
+                    node: "C".into(),
+                    down_ms: 900,
+                },
+            },
+        ];
+        let sig = |p: &Plan| {
+            run(p)
+                .findings
+                .iter()
+                .map(Finding::signature)
+                .collect::<Vec<_>>()
+        };
+        let pre = sig(&p);
+        assert!(
+            pre.iter().any(|s| s == "no-broken-maintainer:removal-only"),
+            "{pre:?}"
+        );
+        let hardened = sig(&Plan {
+            profile: Profile::Hardened,
+            ..p
+        });
+        assert!(hardened.is_empty(), "{hardened:?}");
     }
 }

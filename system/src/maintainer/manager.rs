@@ -31,6 +31,9 @@ pub struct MaintainerManager {
     alive: BTreeSet<NodeId>,
     outbox: Vec<Envelope>,
     faults: Faults,
+    /// Highest epoch of each changefeed whose maintainer ended here: under
+    /// `epochs_checked`, an add of that epoch or older is a late copy.
+    tombstones: BTreeMap<ChangefeedId, u64>,
 }
 
 impl MaintainerManager {
@@ -46,6 +49,7 @@ impl MaintainerManager {
             alive,
             outbox: Vec::new(),
             faults: Faults::default(),
+            tombstones: BTreeMap::new(),
         }
     }
 
@@ -106,6 +110,17 @@ impl MaintainerManager {
                 config,
             } => {
                 if self.coordinator.as_ref().map(|c| &c.0) != Some(from) {
+                    return;
+                }
+                if profile.epochs_checked()
+                    && self
+                        .tombstones
+                        .get(&changefeed)
+                        .is_some_and(|t| epoch <= *t)
+                {
+                    // A delayed copy of an add whose maintainer already
+                    // ended here: it would start a maintainer nobody owns.
+                    tracing::info!(node = %self.node, changefeed = %changefeed, epoch, "stale add maintainer dropped");
                     return;
                 }
                 if let Some(m) = self.maintainers.get(&changefeed) {
@@ -241,7 +256,10 @@ impl MaintainerManager {
             .map(|m| m.changefeed.clone())
             .collect();
         for cf in stopped {
-            self.maintainers.remove(&cf);
+            if let Some(m) = self.maintainers.remove(&cf) {
+                let t = self.tombstones.entry(cf.clone()).or_insert(0);
+                *t = (*t).max(m.epoch);
+            }
             self.last_reported_ms.remove(&cf);
         }
     }
