@@ -47,7 +47,8 @@ impl Profile {
     }
 
     /// Maintainer epochs are persisted (bumped before every new owner) and
-    /// every receiver drops messages of another epoch (§6.3).
+    /// every receiver drops messages of another epoch (§6.3); a maintainer
+    /// manager drops an add of an epoch that already ended there.
     pub fn epochs_checked(self) -> bool {
         self == Profile::Hardened
     }
