@@ -1026,6 +1026,45 @@ mod tests {
         );
     }
 
+    /// Found by the swarm (seeds 1086 and 2153, shrunk): a move's destination
+    /// still bootstrapping (it waits on a crashed node) at a coordinator
+    /// switch is not adopted, and the new coordinator's plain remove must
+    /// stop it; before, hardened ignored a plain remove until bootstrap and
+    /// the changefeed stalled (or ran two maintainers).
+    #[test]
+    fn a_maintainer_left_bootstrapping_at_a_coordinator_switch_is_stopped() {
+        let mut p = Plan::generate(2153, Profile::Hardened);
+        p.events = vec![
+            Event {
+                at_ms: 2_900,
+                action: Action::Move {
+                    changefeed: "cf1".into(),
+                    to: "C".into(),
+                },
+            },
+            Event {
+                at_ms: 17_200,
+                action: Action::Crash {
+                    node: "B".into(),
+                    down_ms: 8_500,
+                },
+            },
+            Event {
+                at_ms: 23_600,
+                action: Action::Move {
+                    changefeed: "cf1".into(),
+                    to: "A".into(),
+                },
+            },
+            Event {
+                at_ms: 25_200,
+                action: Action::Resign,
+            },
+        ];
+        let found = run(&p).findings;
+        assert!(found.is_empty(), "{found:?}");
+    }
+
     /// The seed bug's class as the swarm found it from random seeds (seed
     /// 19405 under pre-fix, shrunk to three faults): a close request to A
     /// dropped, a sink error on B, C crashed for 0.9 s. The coordinator calls

@@ -333,9 +333,6 @@ impl Maintainer {
             return vec![];
         }
         if !cascade {
-            if profile.epochs_checked() && !self.bootstrap_done {
-                return vec![];
-            }
             if self.state != ComponentState::Stopped {
                 self.state = ComponentState::Stopped;
                 self.status_changed = true;
