@@ -3,8 +3,6 @@
 //! back with the same types, so a renamed field breaks the harness's build
 //! instead of reading as a default.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::coordinator::operator::Operator;
@@ -252,14 +250,6 @@ impl NodeSnapshot {
         self.dispatcher_managers
             .iter()
             .filter_map(|m| m.error.as_ref().map(|e| format!("{}: {e}", m.changefeed)))
-            .collect()
-    }
-
-    /// Tables hosted per changefeed.
-    pub fn hosted(&self) -> BTreeMap<&str, &[String]> {
-        self.dispatcher_managers
-            .iter()
-            .map(|m| (m.changefeed.as_str(), m.tables.as_slice()))
             .collect()
     }
 }

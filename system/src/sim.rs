@@ -349,10 +349,6 @@ impl Sim {
         self.nodes.values()
     }
 
-    pub fn is_paused(&self, id: &str) -> bool {
-        self.paused.contains(id)
-    }
-
     /// Freezes node `name` (a slow node): it neither ticks nor receives
     /// until [`Sim::resume`]; its membership lease is not affected.
     pub fn pause(&mut self, name: &str) {

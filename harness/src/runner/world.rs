@@ -9,6 +9,7 @@ use super::observer::{Clock, Probe, View};
 use super::progress::Progress;
 use crate::cluster::Cluster;
 use crate::run_model::{Effect, EffectKind};
+use crate::slot::Slot;
 
 pub struct World {
     pub cluster: Cluster,
@@ -35,6 +36,24 @@ impl World {
     /// A fresh view of the whole system.
     pub async fn view(&self) -> View {
         self.probe.view(&self.clock).await
+    }
+
+    /// `GET <node slot's API><path>` read as `T`; `None` when the node does
+    /// not answer or answers something else.
+    pub async fn get_node<T: serde::de::DeserializeOwned>(
+        &self,
+        slot: Slot,
+        path: &str,
+    ) -> Option<T> {
+        let api = &self.cluster.node(slot).ok()?.api;
+        let r = self
+            .probe
+            .http()
+            .get(format!("{api}{path}"))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
     }
 
     /// An effect seen now.

@@ -52,17 +52,7 @@ pub async fn clear(w: &World, slot: Slot, name: &str) -> Result<()> {
 
 /// Hits of failpoint `name` on `slot` (`None` when the node does not answer).
 pub async fn hits(w: &World, slot: Slot, name: &str) -> Option<u64> {
-    let api = api(w, slot).ok()?;
-    let list: FailpointList = w
-        .probe
-        .http()
-        .get(format!("{api}/debug/failpoints"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let list: FailpointList = w.get_node(slot, "/debug/failpoints").await?;
     list.items
         .into_iter()
         .find(|i| i.name == name)

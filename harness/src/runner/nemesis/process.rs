@@ -23,21 +23,11 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Polls a node's identity until it differs from `old`.
 async fn new_identity(w: &World, slot: Slot, old: &str) -> Result<String> {
-    let api = w.cluster.node(slot)?.api.clone();
-    let http = w.probe.http().clone();
-    let old = old.to_string();
-    let id = until(&mut (), NODE_START_TIMEOUT, POLL, |_| {
-        let (api, http, old) = (api.clone(), http.clone(), old.clone());
+    w.cluster.node(slot)?;
+    let id = until(&mut (w, old), NODE_START_TIMEOUT, POLL, |(w, old)| {
         async move {
-            let h: Health = http
-                .get(format!("{api}/api/v2/health"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            (h.id != old).then_some(h.id)
+            let h: Health = w.get_node(slot, "/api/v2/health").await?;
+            (h.id != *old).then_some(h.id)
         }
         .boxed()
     })
