@@ -186,8 +186,15 @@ fn indent(s: &str) -> String {
 
 /// Replays one plan (a seed's, or one read from a file) and prints its
 /// timeline and findings; `Ok(true)` when something was found.
-pub fn replay(plan: &Plan) -> Result<bool> {
-    let o = swarm::run(plan);
+/// With `trace`, every fault, election and delivered message is printed
+/// first, one line each.
+pub fn replay(plan: &Plan, trace: bool) -> Result<bool> {
+    let (o, lines) = swarm::run_traced(plan, trace);
+    if trace {
+        for (at, line) in &lines {
+            println!("{:>8.3}s  {line}", *at as f64 / 1000.0);
+        }
+    }
     print!("{}", plan.timeline());
     println!("trace hash {:016x}, {} events", o.trace_hash, o.events);
     for f in &o.findings {

@@ -36,6 +36,8 @@ pub trait DispatcherBackend: Send {
     fn error(&self, cf: &str) -> Option<RunningError>;
     /// Asynchronous close: `false` = started / not yet done; `true` = gone.
     fn try_close(&mut self, cf: &str) -> bool;
+    /// Whether the changefeed's manager has started to close.
+    fn closing(&self, cf: &str) -> bool;
     /// Failpoint `sink/async-send-error`: the changefeed's current (or next)
     /// manager fails as if Kafka had failed a delivery. `false` if unsupported.
     fn inject_sink_error(&mut self, _cf: &str) -> bool {
@@ -136,6 +138,19 @@ impl DispatcherOrchestrator {
                         return;
                     }
                 }
+                if self.profile.bootstrap_reopens_closing_manager()
+                    && self.backend.closing(&changefeed)
+                {
+                    let old = self.owners.get(&changefeed).map_or(0, |(_, e)| *e);
+                    if !self.backend.try_close(&changefeed) {
+                        // No answer yet: the maintainer re-sends its bootstrap.
+                        return;
+                    }
+                    tracing::info!(node = %self.node, changefeed = %changefeed, epoch, closed_epoch = old, "a half-closed manager closed for a new owner");
+                    self.owners.remove(&changefeed);
+                    let t = self.tombstones.entry(changefeed.clone()).or_insert(0);
+                    *t = (*t).max(old);
+                }
                 self.backend
                     .create(&changefeed, checkpoint_ts, &config, &tables, now);
                 // At the fix commit the last bootstrap sender becomes the owner.
@@ -234,28 +249,51 @@ impl DispatcherOrchestrator {
     }
 }
 
-/// A dispatcher-manager stand-in for the simulator: the watermark follows
-/// simulated time (a resolved ts of `now`), frozen while an injected sink
-/// error is active; the error belongs to that manager incarnation and is
-/// gone once it is closed and rebuilt.
+/// A dispatcher-manager stand-in for the simulator: each hosted table's
+/// checkpoint follows simulated time (a resolved ts of `now`), frozen while
+/// an injected sink error is active or the manager closes; the error belongs
+/// to that manager incarnation and is gone once it is closed and rebuilt.
+/// What a table's sink acknowledged goes into the [`AckLedger`] shared by
+/// every node (it outlives crashes, as Kafka does).
 #[derive(Default)]
 pub struct SimBackend {
     pub node: NodeId,
     managers: BTreeMap<ChangefeedId, SimManager>,
     /// Changefeeds whose next (or current) manager fails.
     pub inject_error: BTreeSet<ChangefeedId>,
+    ledger: AckLedger,
 }
 
+/// Per (changefeed, table), the highest commit ts whose rows a sink
+/// acknowledged; the changefeed itself (table `""`) when it names no tables.
+pub type AckLedger = std::sync::Arc<std::sync::Mutex<BTreeMap<(ChangefeedId, String), u64>>>;
+
 struct SimManager {
-    checkpoint: u64,
+    /// Per hosted table (`""` when the changefeed names none): its checkpoint.
+    tables: BTreeMap<String, u64>,
     error: Option<RunningError>,
     closing: bool,
+}
+
+impl SimManager {
+    fn checkpoint(&self) -> u64 {
+        self.tables.values().copied().min().unwrap_or(0)
+    }
 }
 
 impl SimBackend {
     pub fn new(node: &str) -> Self {
         SimBackend {
             node: node.into(),
+            ..Default::default()
+        }
+    }
+
+    /// As [`SimBackend::new`], acknowledging into `ledger`.
+    pub fn with_ledger(node: &str, ledger: AckLedger) -> Self {
+        SimBackend {
+            node: node.into(),
+            ledger,
             ..Default::default()
         }
     }
@@ -266,15 +304,24 @@ impl DispatcherBackend for SimBackend {
         &mut self,
         cf: &str,
         checkpoint_ts: u64,
-        _config: &ChangefeedConfig,
-        _tables: &[String],
+        config: &ChangefeedConfig,
+        tables: &[String],
         _now: u64,
     ) {
-        self.managers.entry(cf.into()).or_insert(SimManager {
-            checkpoint: checkpoint_ts,
-            error: None,
-            closing: false,
-        });
+        let m = self
+            .managers
+            .entry(cf.into())
+            .or_insert_with(|| SimManager {
+                tables: BTreeMap::new(),
+                error: None,
+                closing: false,
+            });
+        if config.tables.is_empty() {
+            m.tables.entry(String::new()).or_insert(checkpoint_ts);
+        }
+        for t in tables {
+            m.tables.entry(t.clone()).or_insert(checkpoint_ts);
+        }
     }
     fn exists(&self, cf: &str) -> bool {
         self.managers.contains_key(cf)
@@ -284,16 +331,22 @@ impl DispatcherBackend for SimBackend {
         let inject = self.inject_error.contains(cf);
         let m = self.managers.get_mut(cf)?;
         if inject && m.error.is_none() {
+            let cp = m.checkpoint();
             m.error = Some(RunningError {
                 node,
                 code: "CDC:ErrKafkaAsyncSendMessage".into(),
-                message: format!("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed: eventType=dml, dmlInfo=[{{Type=insert, Database=sim, Table={cf}, StartTs={}, CommitTs={}, PrimaryKeys=[id=1]}}]; ErrorInfo: write tcp: i/o timeout", m.checkpoint, m.checkpoint + 1),
+                message: format!("[CDC:ErrKafkaAsyncSendMessage]kafka async send message failed: eventType=dml, dmlInfo=[{{Type=insert, Database=sim, Table={cf}, StartTs={}, CommitTs={}, PrimaryKeys=[id=1]}}]; ErrorInfo: write tcp: i/o timeout", cp, cp + 1),
             });
         }
         if m.error.is_none() && !m.closing {
-            m.checkpoint = m.checkpoint.max(now.saturating_sub(100));
+            let mut ledger = self.ledger.lock().expect("ledger");
+            for (t, c) in m.tables.iter_mut() {
+                *c = (*c).max(now.saturating_sub(100));
+                let acked = ledger.entry((cf.to_string(), t.clone())).or_insert(0);
+                *acked = (*acked).max(*c);
+            }
         }
-        Some(m.checkpoint)
+        Some(m.checkpoint())
     }
     fn error(&self, cf: &str) -> Option<RunningError> {
         self.managers.get(cf).and_then(|m| m.error.clone())
@@ -301,6 +354,9 @@ impl DispatcherBackend for SimBackend {
     fn inject_sink_error(&mut self, cf: &str) -> bool {
         self.inject_error.insert(cf.into());
         true
+    }
+    fn closing(&self, cf: &str) -> bool {
+        self.managers.get(cf).is_some_and(|m| m.closing)
     }
     fn try_close(&mut self, cf: &str) -> bool {
         match self.managers.get_mut(cf) {
@@ -316,5 +372,11 @@ impl DispatcherBackend for SimBackend {
                 true
             }
         }
+    }
+    fn tables(&self, cf: &str) -> Vec<String> {
+        self.managers
+            .get(cf)
+            .map(|m| m.tables.keys().filter(|t| !t.is_empty()).cloned().collect())
+            .unwrap_or_default()
     }
 }

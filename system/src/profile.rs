@@ -83,6 +83,41 @@ impl Profile {
         self == Profile::Hardened
     }
 
+    /// A bootstrap from a new owner reaching a dispatcher manager whose
+    /// close already started (its closer died before the close finished)
+    /// finishes that close and builds a fresh manager from the bootstrap's
+    /// checkpoint; before, the half-closed manager was reused and never
+    /// advanced again (found by `chaos sim`, seed 4775).
+    pub fn bootstrap_reopens_closing_manager(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// A maintainer's report of `Stopped` that no operator asked for puts
+    /// its changefeed back to scheduling; before, the changefeed stayed
+    /// bound to a maintainer that was gone.
+    pub fn stopped_reports_reschedule(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// A bootstrapping coordinator decides on current answers: a status
+    /// that arrives after a node's answer replaces it, and the answers of a
+    /// node that left are dropped; before, a changefeed was adopted on a
+    /// maintainer that had stopped meanwhile (found by `chaos sim`, seed
+    /// 256) or on a node that had already left (seed 25459).
+    pub fn bootstrap_answers_stay_current(self) -> bool {
+        self == Profile::Hardened
+    }
+
+    /// At bootstrap, a changefeed whose reported maintainer was not adopted
+    /// is scheduled only after that maintainer stopped: a stop operator
+    /// (re-sent until the node reports it stopped or leaves) replaces the
+    /// one-shot remove, and a later report from a maintainer of an older
+    /// epoch is answered with a remove. Before, a lost or late remove left
+    /// two live maintainers (found by `chaos sim`, seed 7344).
+    pub fn coordinator_stops_stale_maintainers(self) -> bool {
+        self == Profile::Hardened
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::PreFix => "pre-fix",

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};
-use crate::dispatcher_orchestrator::{DispatcherOrchestrator, SimBackend};
+use crate::dispatcher_orchestrator::{AckLedger, DispatcherOrchestrator, SimBackend};
 use crate::failpoint::Faults;
 use crate::maintainer::manager::MaintainerManager;
 use crate::messages::{Envelope, Message, MessageKind, NodeId, Topic};
@@ -143,12 +143,20 @@ pub struct Sim {
     next_tick: u64,
     pub delivered: u64,
     pub trace: Vec<(u64, String)>,
+    /// A running hash of every delivery (time, route, message): two runs of
+    /// one schedule give the same digest.
+    pub digest: u64,
+    /// When set, every delivery is written to `messages` (for diagnosis).
+    pub trace_messages: bool,
+    pub messages: Vec<(u64, String)>,
     seed: u64,
     faults: BTreeMap<NodeId, Faults>,
     /// Paused incarnations: they neither tick nor receive; what is sent to
     /// them waits in `stalled` until they resume.
     paused: BTreeSet<NodeId>,
     stalled: Vec<Envelope>,
+    /// What the simulated sinks acknowledged, per (changefeed, table).
+    ledger: AckLedger,
 }
 
 impl Sim {
@@ -164,6 +172,7 @@ impl Sim {
             faults: BTreeMap::new(),
             paused: BTreeSet::new(),
             stalled: Vec::new(),
+            ledger: AckLedger::default(),
             now: 0,
             cfg,
             nodes: BTreeMap::new(),
@@ -180,6 +189,9 @@ impl Sim {
             next_tick: 0,
             delivered: 0,
             trace: Vec::new(),
+            digest: 0xcbf29ce484222325,
+            trace_messages: false,
+            messages: Vec::new(),
         };
         for n in names {
             s.start_node(n);
@@ -211,7 +223,7 @@ impl Sim {
                 orchestrator: DispatcherOrchestrator::new(
                     id.clone(),
                     profile,
-                    Box::new(SimBackend::new(&id)),
+                    Box::new(SimBackend::with_ledger(&id, self.ledger.clone())),
                 )
                 .with_faults(faults),
                 coordinator: None,
@@ -427,6 +439,14 @@ impl Sim {
         self.log(format!("node {id} crashed"));
     }
 
+    /// Starts node `name` again (a fresh ID) unless an incarnation of it runs.
+    pub fn start(&mut self, name: &str) -> NodeId {
+        if self.is_running(name) {
+            return self.id(name);
+        }
+        self.start_node(name.split('#').next().unwrap())
+    }
+
     /// Crash and start again with a fresh ID; returns the new ID.
     pub fn restart(&mut self, name: &str) -> NodeId {
         self.crash(name);
@@ -519,10 +539,29 @@ impl Sim {
             self.stalled.push(e);
             return;
         }
+        if !self.nodes.contains_key(&e.to) {
+            return;
+        }
+        self.delivered += 1;
+        let kind: &'static str = e.msg.kind().into();
+        for part in [
+            &now.to_le_bytes()[..],
+            e.from.as_bytes(),
+            e.to.as_bytes(),
+            kind.as_bytes(),
+        ] {
+            for b in part {
+                self.digest ^= *b as u64;
+                self.digest = self.digest.wrapping_mul(0x100000001b3);
+            }
+        }
+        if self.trace_messages {
+            let line = format!("{} -> {}: {:?}", e.from, e.to, e.msg);
+            self.messages.push((now, line));
+        }
         let Some(n) = self.nodes.get_mut(&e.to) else {
             return;
         };
-        self.delivered += 1;
         match e.msg.topic() {
             Topic::Coordinator => {
                 if let Some(c) = &mut n.coordinator {
@@ -633,6 +672,24 @@ impl Sim {
             Some(m) if !m.bootstrap_done => Some(format!("{cf} replicating on {node}, whose maintainer (epoch {}) has not bootstrapped", m.epoch)),
             Some(m) if m.epoch != c.info.epoch => Some(format!("{cf} replicating on {node}, whose maintainer has epoch {} not {}", m.epoch, c.info.epoch)),
             Some(_) => None,
+        }
+    }
+
+    /// The highest ts up to which the sinks acknowledged every row of `cf`
+    /// (the minimum over its tables, or the changefeed's own entry when it
+    /// names none); 0 before anything was acknowledged.
+    pub fn acknowledged(&self, cf: &str, tables: &[String]) -> u64 {
+        let ledger = self.ledger.lock().expect("ledger");
+        let get = |t: &str| {
+            ledger
+                .get(&(cf.to_string(), t.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        if tables.is_empty() {
+            get("")
+        } else {
+            tables.iter().map(|t| get(t)).min().unwrap_or(0)
         }
     }
 

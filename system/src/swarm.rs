@@ -162,6 +162,9 @@ pub struct Plan {
     pub profile: Profile,
     pub nodes: Vec<String>,
     pub changefeeds: Vec<String>,
+    /// The tables of every changefeed (none: a changefeed is one unit).
+    #[serde(default)]
+    pub tables: Vec<String>,
     pub timing: Timing,
     /// The fault kinds this seed enables (swarm testing).
     pub kinds: Vec<FaultKind>,
@@ -204,6 +207,9 @@ impl Plan {
             latency_ms: rng.random_range(1..=20),
         };
         let kinds: Vec<FaultKind> = FaultKind::iter().filter(|_| rng.random_bool(0.5)).collect();
+        let tables: Vec<String> = (1..=rng.random_range(0..=4))
+            .map(|i| format!("db.t{i}"))
+            .collect();
         let heal_ms = 30_000;
         let mut events = Vec::new();
         if !kinds.is_empty() {
@@ -220,6 +226,7 @@ impl Plan {
             profile,
             nodes,
             changefeeds,
+            tables,
             timing,
             kinds,
             events,
@@ -246,11 +253,16 @@ impl Plan {
     /// The plan as a readable timeline.
     pub fn timeline(&self) -> String {
         let mut out = format!(
-            "seed {} under {}: nodes {}, changefeeds {}, ttl {} ms, removal delay {} ms, backoff {}..{} ms, latency {} ms\n",
+            "seed {} under {}: nodes {}, changefeeds {}{}, ttl {} ms, removal delay {} ms, backoff {}..{} ms, latency {} ms\n",
             self.seed,
             self.profile,
             self.nodes.join(","),
             self.changefeeds.join(","),
+            if self.tables.is_empty() {
+                String::new()
+            } else {
+                format!(" (tables {})", self.tables.join(","))
+            },
             self.timing.ttl_ms,
             self.timing.removal_delay_ms,
             self.timing.backoff_initial_ms,
@@ -362,6 +374,8 @@ pub struct Observation {
     pub coordinators: usize,
     /// Per changefeed: (state, checkpoint) as the coordinator persists it.
     pub feeds: BTreeMap<String, (FeedState, u64)>,
+    /// Per changefeed: up to which ts the sinks acknowledged all its rows.
+    pub acknowledged: BTreeMap<String, u64>,
 }
 
 /// The bounds of the invariants, as the container checkers have them.
@@ -486,6 +500,11 @@ impl Monitor {
             );
         }
         for (cf, (_, cp)) in &o.feeds {
+            if let Some(acked) = o.acknowledged.get(cf).filter(|a| cp > *a) {
+                let detail =
+                    format!("{cf}: checkpoint {cp} past what the sinks acknowledged ({acked})");
+                self.found("checkpoint-acknowledged", "ahead", now, detail);
+            }
             let high = self.high.entry(cf.clone()).or_insert(0);
             if *cp < *high {
                 let detail = format!("{cf}: checkpoint {cp} after {high}");
@@ -541,7 +560,7 @@ impl Monitor {
     }
 }
 
-fn observe(sim: &Sim, changefeeds: &[String]) -> Observation {
+fn observe(sim: &Sim, changefeeds: &[String], tables: &[String]) -> Observation {
     let mut o = Observation {
         coordinators: sim.coordinators(),
         ..Default::default()
@@ -554,6 +573,8 @@ fn observe(sim: &Sim, changefeeds: &[String]) -> Observation {
             o.feeds
                 .insert(cf.clone(), (c.info.state, c.info.checkpoint_ts));
         }
+        o.acknowledged
+            .insert(cf.clone(), sim.acknowledged(cf, tables));
     }
     for n in sim.running() {
         for cf in changefeeds {
@@ -601,15 +622,24 @@ fn fnv(hash: &mut u64, bytes: &[u8]) {
 
 /// Runs `plan` on the simulator and checks the invariants every 100 ms.
 pub fn run(plan: &Plan) -> Outcome {
+    run_traced(plan, false).0
+}
+
+/// As [`run`]; with `messages`, every delivered message is in the returned
+/// trace too (time in ms, line).
+pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) {
     let names: Vec<&str> = plan.nodes.iter().map(String::as_str).collect();
     let mut sim = Sim::seeded(plan.sim_config(), &names, plan.seed);
+    sim.trace_messages = messages;
     let mut mon = Monitor::new(Bounds::of(&plan.timing));
     sim.run_for(1_000);
     for cf in &plan.changefeeds {
         let now = sim.now;
-        let _ = sim
-            .coordinator_mut()
-            .create_changefeed(now, cf, 0, Default::default());
+        let config = crate::messages::ChangefeedConfig {
+            tables: plan.tables.clone(),
+            ..Default::default()
+        };
+        let _ = sim.coordinator_mut().create_changefeed(now, cf, 0, config);
     }
     let start = sim.now;
     let mut undo: BTreeMap<(u64, usize), Undo> = BTreeMap::new();
@@ -642,10 +672,14 @@ pub fn run(plan: &Plan) -> Outcome {
         }
         sim.run_for(100);
         t = sim.now - start;
-        mon.observe(t, &observe(&sim, &plan.changefeeds));
+        mon.observe(t, &observe(&sim, &plan.changefeeds, &plan.tables));
     }
-    mon.finish(t, &observe(&sim, &plan.changefeeds), &plan.changefeeds);
-    let mut hash = 0xcbf29ce484222325u64;
+    mon.finish(
+        t,
+        &observe(&sim, &plan.changefeeds, &plan.tables),
+        &plan.changefeeds,
+    );
+    let mut hash = sim.digest;
     for (at, line) in &sim.trace {
         fnv(&mut hash, &at.to_le_bytes());
         fnv(&mut hash, line.as_bytes());
@@ -653,11 +687,16 @@ pub fn run(plan: &Plan) -> Outcome {
     for cf in &plan.changefeeds {
         fnv(&mut hash, &sim.checkpoint(cf).to_le_bytes());
     }
-    Outcome {
+    let outcome = Outcome {
         findings: mon.findings,
         trace_hash: hash,
         events: sim.delivered + applied,
-    }
+    };
+    let mut trace = std::mem::take(&mut sim.trace);
+    trace.append(&mut sim.messages);
+    // A stable sort keeps each source's order within one instant.
+    trace.sort_by_key(|(at, _)| *at);
+    (outcome, trace)
 }
 
 fn filter(kind: &str, to: &Option<String>) -> Option<MsgFilter> {
@@ -755,9 +794,7 @@ fn revert(sim: &mut Sim, u: Undo) {
             sim.release(r);
         }
         Undo::Start(node) => {
-            if !sim.is_running(&node) {
-                sim.restart(&node);
-            }
+            sim.start(&node);
         }
         Undo::Resume(node) => sim.resume(&node),
         Undo::ClearFailpoint(node, p) => sim.faults(&node).remove(p),
@@ -881,6 +918,7 @@ mod tests {
             coordinators: 1,
             feeds: feeds(FeedState::Normal, 10),
             live: [("cf1".to_string(), 1)].into(),
+            acknowledged: [("cf1".to_string(), u64::MAX)].into(),
             ..Default::default()
         };
         let mut m = Monitor::new(bounds());
@@ -922,6 +960,14 @@ mod tests {
                 "single-coordinator:two",
                 vec![Observation {
                     coordinators: 2,
+                    ..ok.clone()
+                }],
+            ),
+            (
+                "checkpoint-acknowledged:ahead",
+                vec![Observation {
+                    feeds: feeds(FeedState::Normal, 10),
+                    acknowledged: [("cf1".to_string(), 9)].into(),
                     ..ok.clone()
                 }],
             ),

@@ -122,6 +122,10 @@ enum Cmd {
         /// Replay a plan file written by an earlier `chaos sim`.
         #[arg(long)]
         plan: Option<PathBuf>,
+        /// With --replay or --plan: print every fault, election and
+        /// delivered message of the run (simulated time first).
+        #[arg(long)]
+        trace: bool,
         /// At most this many runs to shrink each finding.
         #[arg(long, default_value_t = 300)]
         shrink_runs: usize,
@@ -777,15 +781,21 @@ fn main() -> ExitCode {
             check_determinism,
             replay,
             plan,
+            trace,
             shrink_runs,
             out,
         } => {
+            if *trace && replay.is_none() && plan.is_none() {
+                eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
+                return ExitCode::from(2);
+            }
             let r = match (replay, plan) {
-                (Some(seed), _) => {
-                    harness::swarm::replay(&cdc_system::swarm::Plan::generate(*seed, *profile))
-                }
+                (Some(seed), _) => harness::swarm::replay(
+                    &cdc_system::swarm::Plan::generate(*seed, *profile),
+                    *trace,
+                ),
                 (None, Some(path)) => {
-                    harness::swarm::read_plan(path).and_then(|p| harness::swarm::replay(&p))
+                    harness::swarm::read_plan(path).and_then(|p| harness::swarm::replay(&p, *trace))
                 }
                 (None, None) => harness::swarm::sim(&harness::swarm::SimRequest {
                     profile: *profile,

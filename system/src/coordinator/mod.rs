@@ -398,6 +398,18 @@ impl Coordinator {
     pub fn on_message(&mut self, now: u64, from: &NodeId, msg: Message) {
         match msg {
             Message::MaintainerStatuses { statuses } => {
+                if let (Some((_, _, answers)), true) = (
+                    &mut self.bootstrap,
+                    self.profile.bootstrap_answers_stay_current(),
+                ) {
+                    for s in &statuses {
+                        for (n, a) in answers.iter_mut() {
+                            if n == from && a.changefeed == s.changefeed {
+                                *a = s.clone();
+                            }
+                        }
+                    }
+                }
                 for s in statuses {
                     self.on_status(now, from, s);
                 }
@@ -449,14 +461,28 @@ impl Coordinator {
                 None => c.scheduling = Scheduling::Absent { retry_at_ms: now },
             }
             if self.profile.epochs_checked() {
-                let stale: Vec<(NodeId, u64)> = reports
+                let mut stale: Vec<(NodeId, u64, bool)> = reports
                     .iter()
                     .filter(|(n, s)| {
                         Some(n) != adopted.as_ref() && s.state == ComponentState::Working
                     })
-                    .map(|(n, s)| (n.clone(), s.epoch))
+                    .map(|(n, s)| (n.clone(), s.epoch, s.removal_only))
                     .collect();
-                for (n, e) in stale {
+                if self.profile.coordinator_stops_stale_maintainers() && adopted.is_none() {
+                    // The changefeed waits for this live one to stop.
+                    if let Some(i) = stale.iter().position(|(_, _, removal_only)| !removal_only) {
+                        let (n, e, _) = stale.remove(i);
+                        let kind = OpKind::Stop {
+                            node: n.clone(),
+                            cascade: false,
+                        };
+                        self.operators
+                            .insert(id.clone(), Operator::new(&id, kind, e));
+                        let m = format!("bootstrap: changefeed {id} waits for its unadopted maintainer on {n} (epoch {e}) to stop");
+                        self.log(now, m);
+                    }
+                }
+                for (n, e, _) in stale {
                     self.send(
                         &n,
                         Message::RemoveMaintainer {
@@ -515,12 +541,32 @@ impl Coordinator {
         let Some(c) = self.feeds.get_mut(&cf) else {
             return;
         };
+        let older = s.epoch < c.info.epoch;
+        if profile.coordinator_stops_stale_maintainers()
+            && older
+            && s.state == ComponentState::Working
+            && !s.removal_only
+            && self.operators.get(&cf).is_none_or(|o| o.target() != from)
+        {
+            // A maintainer of an ended epoch still runs: stop it.
+            let epoch = s.epoch;
+            self.send(
+                from,
+                Message::RemoveMaintainer {
+                    changefeed: cf,
+                    epoch,
+                    cascade: false,
+                },
+            );
+            return;
+        }
         if c.bound_node() != Some(from) {
             return; // validateMaintainerNode
         }
         if profile.epochs_checked() && s.epoch != c.info.epoch {
             return;
         }
+        let replicating = matches!(c.scheduling, Scheduling::Replicating { .. });
         let regressed = s.checkpoint_ts < c.info.checkpoint_ts;
         if regressed && !profile.errors_survive_checkpoint_regression() {
             return; // F7: the whole report is dropped
@@ -542,7 +588,25 @@ impl Coordinator {
                 self.log(now, m);
             }
         }
-        if let Some(err) = s.errors.first().cloned() {
+        let unasked = profile.stopped_reports_reschedule()
+            && s.state == ComponentState::Stopped
+            && replicating
+            && !self.operators.contains_key(&cf);
+        if unasked {
+            // Nothing is left to stop: an error only delays the retry.
+            if let Some(c) = self.feeds.get_mut(&cf) {
+                let mut retry_at_ms = now;
+                if let Some(err) = s.errors.first() {
+                    c.info.state = FeedState::Warning;
+                    c.info.error = Some(err.clone());
+                    retry_at_ms += c.backoff.next_ms();
+                }
+                c.scheduling = Scheduling::Absent { retry_at_ms };
+            }
+            let m =
+                format!("changefeed {cf}: its maintainer on {from} stopped unasked; scheduling");
+            self.log(now, m);
+        } else if let Some(err) = s.errors.first().cloned() {
             self.on_error(now, &cf, err);
         }
     }
@@ -612,9 +676,13 @@ impl Coordinator {
                 },
             );
         }
-        if let Some((_, waiting, _)) = &mut self.bootstrap {
+        let current = self.profile.bootstrap_answers_stay_current();
+        if let Some((_, waiting, answers)) = &mut self.bootstrap {
             for g in &gone {
                 waiting.remove(g);
+            }
+            if current {
+                answers.retain(|(n, _)| !gone.contains(n));
             }
         }
         self.try_finish_bootstrap(now, false);

@@ -268,6 +268,14 @@ impl DispatcherBackend for RealBackend {
         })
     }
 
+    fn closing(&self, cf: &str) -> bool {
+        self.slots
+            .lock()
+            .unwrap()
+            .get(cf)
+            .is_some_and(|s| s.closing)
+    }
+
     fn try_close(&mut self, cf: &str) -> bool {
         let mut slots = self.slots.lock().unwrap();
         let Some(s) = slots.get_mut(cf) else {
