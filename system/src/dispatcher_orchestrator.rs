@@ -269,6 +269,8 @@ pub struct SimBackend {
 pub type AckLedger = std::sync::Arc<std::sync::Mutex<BTreeMap<(ChangefeedId, String), u64>>>;
 
 struct SimManager {
+    /// The checkpoint it was created from (its watermark while it hosts nothing).
+    base: u64,
     /// Per hosted table (`""` when the changefeed names none): its checkpoint.
     tables: BTreeMap<String, u64>,
     error: Option<RunningError>,
@@ -277,7 +279,7 @@ struct SimManager {
 
 impl SimManager {
     fn checkpoint(&self) -> u64 {
-        self.tables.values().copied().min().unwrap_or(0)
+        self.tables.values().copied().min().unwrap_or(self.base)
     }
 }
 
@@ -312,6 +314,7 @@ impl DispatcherBackend for SimBackend {
             .managers
             .entry(cf.into())
             .or_insert_with(|| SimManager {
+                base: checkpoint_ts,
                 tables: BTreeMap::new(),
                 error: None,
                 closing: false,

@@ -132,6 +132,10 @@ enum Cmd {
         /// Where shrunk plans go.
         #[arg(long, default_value = "reports/out/sim")]
         out: PathBuf,
+        /// Also write each shrunk finding (or the replayed plan) as a
+        /// scenario file into this directory, for `chaos run --dir`.
+        #[arg(long)]
+        export: Option<PathBuf>,
     },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
@@ -198,6 +202,20 @@ fn validate(files: &[PathBuf]) -> ExitCode {
     } else {
         ExitCode::from(EXIT_INVALID_SCENARIO)
     }
+}
+
+/// `chaos sim --replay/--plan [--export DIR]`.
+fn replay_and_export(
+    plan: &cdc_system::swarm::Plan,
+    trace: bool,
+    export: Option<&Path>,
+) -> anyhow::Result<bool> {
+    let found = harness::swarm::replay(plan, trace)?;
+    if let Some(dir) = export {
+        let name = format!("sim-{}-{}", plan.profile, plan.seed);
+        harness::swarm::export_to(plan, &name, dir)?;
+    }
+    Ok(found)
 }
 
 fn list(dir: &Path) -> ExitCode {
@@ -784,19 +802,20 @@ fn main() -> ExitCode {
             trace,
             shrink_runs,
             out,
+            export,
         } => {
             if *trace && replay.is_none() && plan.is_none() {
                 eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
                 return ExitCode::from(2);
             }
             let r = match (replay, plan) {
-                (Some(seed), _) => harness::swarm::replay(
+                (Some(seed), _) => replay_and_export(
                     &cdc_system::swarm::Plan::generate(*seed, *profile),
                     *trace,
+                    export.as_deref(),
                 ),
-                (None, Some(path)) => {
-                    harness::swarm::read_plan(path).and_then(|p| harness::swarm::replay(&p, *trace))
-                }
+                (None, Some(path)) => harness::swarm::read_plan(path)
+                    .and_then(|p| replay_and_export(&p, *trace, export.as_deref())),
                 (None, None) => harness::swarm::sim(&harness::swarm::SimRequest {
                     profile: *profile,
                     seeds: *seeds,
@@ -808,6 +827,7 @@ fn main() -> ExitCode {
                     check_determinism: *check_determinism,
                     shrink_runs: *shrink_runs,
                     out: out.clone(),
+                    export: export.clone(),
                 }),
             };
             return match r {

@@ -199,6 +199,15 @@ impl Maintainer {
         {
             return vec![];
         }
+        if !self.bootstrap_pending.contains(from) && self.awaiting.contains(from) {
+            // Asked to host more tables: only an answer that hosts them all
+            // is the answer (a late copy of an earlier answer is not; found
+            // by `chaos sim`, seed 53613: the table was hosted nowhere).
+            let asked = self.assignment.get(from).cloned().unwrap_or_default();
+            if !asked.iter().all(|t| tables.contains(t)) {
+                return vec![];
+            }
+        }
         let answered = self.bootstrap_pending.remove(from) || self.awaiting.remove(from);
         if !answered {
             return vec![];
@@ -222,6 +231,12 @@ impl Maintainer {
     /// the fewest tables; the target's watermark is not trusted again until
     /// it answers the request.
     fn schedule_missing(&mut self, alive: &BTreeSet<NodeId>) -> Out {
+        // Tables of departed nodes count as missing (a node that answered
+        // the bootstrap may leave before it ends; found by `chaos sim`,
+        // seed 152291: its table was hosted nowhere and the checkpoint
+        // passed what its sink had acknowledged).
+        self.assignment.retain(|n, _| alive.contains(n));
+        self.watermarks.retain(|n, _| alive.contains(n));
         let hosted: BTreeSet<&String> = self.assignment.values().flatten().collect();
         let mut missing: Vec<String> = self
             .config
@@ -237,7 +252,6 @@ impl Maintainer {
         for n in alive {
             self.assignment.entry(n.clone()).or_default();
         }
-        self.assignment.retain(|n, _| alive.contains(n));
         let mut targets = BTreeSet::new();
         for t in missing {
             let Some(n) = self

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+pub mod export;
+
 use anyhow::{bail, Context, Result};
 use cdc_system::profile::Profile;
 use cdc_system::swarm::{self, Finding, Plan};
@@ -24,6 +26,8 @@ pub struct SimRequest {
     /// Runs at most this many plans per finding while shrinking.
     pub shrink_runs: usize,
     pub out: PathBuf,
+    /// Also write each shrunk finding as a scenario file here.
+    pub export: Option<PathBuf>,
 }
 
 /// `A..B` (B exclusive) or a single seed `A`.
@@ -173,6 +177,15 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
             req.profile,
             path.display()
         );
+        if let Some(dir) = &req.export {
+            let name = format!(
+                "sim-{}-{}-{}",
+                req.profile,
+                first.seed,
+                sig.replace(':', "-")
+            );
+            export_to(&shrunk, &name, dir)?;
+        }
     }
     if nondeterministic.load(Ordering::Relaxed) {
         bail!("a plan ran twice gave two traces: the simulation is not deterministic");
@@ -209,6 +222,25 @@ pub fn replay(plan: &Plan, trace: bool) -> Result<bool> {
         println!("  no invariant violated");
     }
     Ok(!o.findings.is_empty())
+}
+
+/// Writes `plan` as the scenario `dir/<name>.toml` and says what was left out.
+pub fn export_to(plan: &Plan, name: &str, dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let e = export::export(plan, name);
+    let path = dir.join(format!("{name}.toml"));
+    crate::scenario::parse_str(&path, &e.toml).map_err(|errs| {
+        anyhow::anyhow!("the exported scenario does not validate (a bug of the exporter): {errs}")
+    })?;
+    std::fs::write(&path, &e.toml).with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "  scenario: {} ({} fault(s) not mapped, {} approximated); run it with chaos run --dir {} {name}",
+        path.display(),
+        e.unmapped.len(),
+        e.approximations.len(),
+        dir.display()
+    );
+    Ok(path)
 }
 
 /// Reads a plan written by `chaos sim`.
