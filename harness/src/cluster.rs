@@ -186,9 +186,22 @@ impl std::fmt::Debug for Cluster {
 
 /// A port that was free on 127.0.0.1 a moment ago, to publish a container
 /// port on a fixed host port (fixed so it survives container restarts).
+/// The kernel may hand a just-closed probe port out again, so a port this
+/// process handed out once is never handed out again: parallel runs of one
+/// process (the catalog tests, `chaos run -j`) cannot collide on it.
 fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
-    Ok(l.local_addr()?.port())
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..1_000 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
+        let port = l.local_addr()?.port();
+        if HANDED_OUT.lock().expect("ports").insert(port) {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!(
+        "no fresh local port after 1,000 probes: this process has used up the ephemeral range"
+    )
 }
 
 /// Polls `probe` until it succeeds or `timeout` passes; the error names
@@ -904,5 +917,17 @@ impl Cluster {
         drop(guard);
         let docker = docker::connect()?;
         docker::count_run(&docker, &run).await
+    }
+}
+
+#[cfg(test)]
+mod port_tests {
+    /// Ports handed out by one process never repeat.
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..500 {
+            assert!(seen.insert(super::free_port().unwrap()));
+        }
     }
 }
