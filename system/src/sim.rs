@@ -118,6 +118,18 @@ struct Rule {
     held: Vec<Envelope>,
 }
 
+/// The FNV-1a offset basis: the digest of nothing.
+pub const FNV_OFFSET: u64 = 0xcbf29ce484222325;
+
+/// Folds `bytes` into an FNV-1a hash (the trace digests: stable across
+/// builds and platforms, unlike `std`'s hasher).
+pub fn fnv(hash: &mut u64, bytes: &[u8]) {
+    for b in bytes {
+        *hash ^= *b as u64;
+        *hash = hash.wrapping_mul(0x100000001b3);
+    }
+}
+
 pub struct SimNode {
     pub id: NodeId,
     pub manager: MaintainerManager,
@@ -189,7 +201,7 @@ impl Sim {
             next_tick: 0,
             delivered: 0,
             trace: Vec::new(),
-            digest: 0xcbf29ce484222325,
+            digest: FNV_OFFSET,
             trace_messages: false,
             messages: Vec::new(),
         };
@@ -550,10 +562,7 @@ impl Sim {
             e.to.as_bytes(),
             kind.as_bytes(),
         ] {
-            for b in part {
-                self.digest ^= *b as u64;
-                self.digest = self.digest.wrapping_mul(0x100000001b3);
-            }
+            fnv(&mut self.digest, part);
         }
         if self.trace_messages {
             let line = format!("{} -> {}: {:?}", e.from, e.to, e.msg);

@@ -20,7 +20,7 @@ use crate::coordinator::{CoordinatorConfig, FeedState};
 use crate::failpoint::Failpoint;
 use crate::messages::MessageKind;
 use crate::profile::Profile;
-use crate::sim::{MsgFilter, RuleKind, Sim, SimConfig};
+use crate::sim::{fnv, MsgFilter, RuleKind, Sim, SimConfig};
 
 /// The fault kinds a plan draws from.
 #[derive(
@@ -611,13 +611,6 @@ enum Undo {
     Start(String),
     Resume(String),
     ClearFailpoint(String, Failpoint),
-}
-
-fn fnv(hash: &mut u64, bytes: &[u8]) {
-    for b in bytes {
-        *hash ^= *b as u64;
-        *hash = hash.wrapping_mul(0x100000001b3);
-    }
 }
 
 /// Runs `plan` on the simulator and checks the invariants every 100 ms.
