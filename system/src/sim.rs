@@ -393,8 +393,25 @@ impl Sim {
             .into_iter()
             .partition(|e| e.to == id);
         self.stalled = rest;
+        // Per-peer FIFO holds across the pause: what waited arrives now, in
+        // order, and before anything to this node still in flight.
+        let flying: Vec<(u64, u64)> = self
+            .queue
+            .iter()
+            .filter(|(_, e)| e.to == id)
+            .map(|(k, _)| *k)
+            .collect();
+        let flying: Vec<(u64, Envelope)> = flying
+            .into_iter()
+            .map(|k| (k.0, self.queue.remove(&k).expect("queued")))
+            .collect();
         for e in mine {
-            self.enqueue(e);
+            self.seq += 1;
+            self.queue.insert((self.now, self.seq), e);
+        }
+        for (at, e) in flying {
+            self.seq += 1;
+            self.queue.insert((at.max(self.now), self.seq), e);
         }
     }
 
