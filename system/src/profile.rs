@@ -118,6 +118,17 @@ impl Profile {
         self == Profile::Hardened
     }
 
+    /// A changefeed replicating on a node that has not reported it for
+    /// [`crate::coordinator::SILENT_MS`] is checked: the coordinator asks
+    /// that node for a full report (its coordinator-bootstrap request) and
+    /// schedules the changefeed again when the report lacks it. Before, a
+    /// lost `Stopped` report (a maintainer manager reports a maintainer's
+    /// end once, then forgets it) left the changefeed bound to a maintainer
+    /// that was gone (found by `chaos sim`, seed 133122).
+    pub fn coordinator_probes_silent_maintainers(self) -> bool {
+        self == Profile::Hardened
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::PreFix => "pre-fix",

@@ -43,6 +43,10 @@ pub enum FaultKind {
     SinkError,
     Move,
     Failpoint,
+    /// Pause a changefeed, resume it after a while.
+    PauseFeed,
+    /// Remove a changefeed, create it again from its checkpoint after a while.
+    Recreate,
 }
 
 /// One fault of a plan.
@@ -92,6 +96,14 @@ pub enum Action {
         term: String,
         for_ms: u64,
     },
+    PauseFeed {
+        changefeed: String,
+        for_ms: u64,
+    },
+    Recreate {
+        changefeed: String,
+        after_ms: u64,
+    },
 }
 
 impl fmt::Display for Action {
@@ -135,6 +147,16 @@ impl fmt::Display for Action {
             } => {
                 write!(f, "failpoint {name}={term} on {node} for {for_ms} ms")
             }
+            Action::PauseFeed { changefeed, for_ms } => {
+                write!(f, "pause {changefeed} for {for_ms} ms")
+            }
+            Action::Recreate {
+                changefeed,
+                after_ms,
+            } => write!(
+                f,
+                "remove {changefeed}, create it again {after_ms} ms later"
+            ),
         }
     }
 }
@@ -333,6 +355,14 @@ fn draw(rng: &mut StdRng, kind: FaultKind, nodes: &[String], cfs: &[String], t: 
             changefeed: cfs.choose(rng).expect("changefeeds").clone(),
             to: pick(rng),
         },
+        FaultKind::PauseFeed => Action::PauseFeed {
+            changefeed: cfs.choose(rng).expect("changefeeds").clone(),
+            for_ms: rng.random_range(1..=100) * 100,
+        },
+        FaultKind::Recreate => Action::Recreate {
+            changefeed: cfs.choose(rng).expect("changefeeds").clone(),
+            after_ms: rng.random_range(1..=100) * 100,
+        },
         FaultKind::Failpoint => {
             let (p, term) = *SIM_FAILPOINTS.choose(rng).expect("failpoints");
             Action::Failpoint {
@@ -516,6 +546,13 @@ impl Monitor {
         }
     }
 
+    /// `cf` was created again: its checkpoint starts over (a user may
+    /// create it from any start), so "never back" holds per creation.
+    pub fn created(&mut self, cf: &str) {
+        self.high.remove(cf);
+        self.history.remove(cf);
+    }
+
     /// At the end of the run: every changefeed is normal and advancing.
     pub fn finish(&mut self, now: u64, o: &Observation, changefeeds: &[String]) {
         for cf in changefeeds {
@@ -611,6 +648,10 @@ enum Undo {
     Start(String),
     Resume(String),
     ClearFailpoint(String, Failpoint),
+    ResumeFeed(String),
+    /// Create the changefeed again from this checkpoint (retried while its
+    /// removal is in flight).
+    Create(String, u64),
 }
 
 /// Runs `plan` on the simulator and checks the invariants every 100 ms.
@@ -652,15 +693,26 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
             }
         }
         let due: Vec<(u64, usize)> = undo.range(..=(t, usize::MAX)).map(|(k, _)| *k).collect();
-        for k in due {
-            let u = undo.remove(&k).expect("due");
-            revert(&mut sim, u);
-        }
-        if !healed && t >= plan.heal_ms {
+        let mut todo: Vec<Undo> = due
+            .into_iter()
+            .map(|k| undo.remove(&k).expect("due"))
+            .collect();
+        let healing = !healed && t >= plan.heal_ms;
+        if healing {
             healed = true;
-            for (_, u) in std::mem::take(&mut undo) {
-                revert(&mut sim, u);
+            todo.extend(std::mem::take(&mut undo).into_values());
+        }
+        for u in todo {
+            seq += 1;
+            match revert(&mut sim, u, &plan.tables) {
+                Reverted::Done => {}
+                Reverted::Retry(after, u) => {
+                    undo.insert((t + after, seq), u);
+                }
+                Reverted::Created(cf) => mon.created(&cf),
             }
+        }
+        if healing {
             sim.trace.push((sim.now, "heal".into()));
         }
         sim.run_for(100);
@@ -765,6 +817,30 @@ fn apply(sim: &mut Sim, a: &Action) -> Option<(u64, Undo)> {
             }
             None
         }
+        Action::PauseFeed { changefeed, for_ms } => {
+            let now = sim.now;
+            let c = sim.coordinator_opt()?.changefeed(changefeed)?;
+            if c.info.state == FeedState::Stopped {
+                return None;
+            }
+            sim.coordinator_mut().pause(now, changefeed).ok()?;
+            Some((*for_ms, Undo::ResumeFeed(changefeed.clone())))
+        }
+        Action::Recreate {
+            changefeed,
+            after_ms,
+        } => {
+            let now = sim.now;
+            let c = sim.coordinator_opt()?;
+            if c.is_removing(changefeed) {
+                return None;
+            }
+            let checkpoint = c.changefeed(changefeed)?.info.checkpoint_ts;
+            sim.coordinator_mut()
+                .remove_changefeed(now, changefeed)
+                .ok()?;
+            Some((*after_ms, Undo::Create(changefeed.clone(), checkpoint)))
+        }
         Action::Failpoint {
             node,
             name,
@@ -781,7 +857,17 @@ fn apply(sim: &mut Sim, a: &Action) -> Option<(u64, Undo)> {
     }
 }
 
-fn revert(sim: &mut Sim, u: Undo) {
+/// What undoing did.
+enum Reverted {
+    Done,
+    /// Not possible yet: try again after this many ms.
+    Retry(u64, Undo),
+    /// The changefeed exists again, as a new creation.
+    Created(String),
+}
+
+/// Undoes `u`.
+fn revert(sim: &mut Sim, u: Undo, tables: &[String]) -> Reverted {
     match u {
         Undo::Release(r) => {
             sim.release(r);
@@ -791,6 +877,41 @@ fn revert(sim: &mut Sim, u: Undo) {
         }
         Undo::Resume(node) => sim.resume(&node),
         Undo::ClearFailpoint(node, p) => sim.faults(&node).remove(p),
+        Undo::ResumeFeed(cf) => {
+            // A user retries while no coordinator is in office; a changefeed
+            // that is gone, being removed or already running needs nothing.
+            let now = sim.now;
+            if sim.coordinator_opt().is_none() {
+                return Reverted::Retry(500, Undo::ResumeFeed(cf));
+            }
+            let _ = sim.coordinator_mut().resume(now, &cf);
+        }
+        Undo::Create(cf, start) => return create_again(sim, &cf, start, tables),
+    }
+    Reverted::Done
+}
+
+/// Creates `cf` again from its last checkpoint; retried every 500 ms while
+/// the coordinator still knows it (its removal is under way) or there is none.
+fn create_again(sim: &mut Sim, cf: &str, start: u64, tables: &[String]) -> Reverted {
+    let Some(c) = sim.coordinator_opt() else {
+        return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
+    };
+    if let Some(old) = c.changefeed(cf) {
+        let start = start.max(old.info.checkpoint_ts);
+        return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
+    }
+    let now = sim.now;
+    let config = crate::messages::ChangefeedConfig {
+        tables: tables.to_vec(),
+        ..Default::default()
+    };
+    match sim
+        .coordinator_mut()
+        .create_changefeed(now, cf, start, config)
+    {
+        Ok(_) => Reverted::Created(cf.to_string()),
+        Err(_) => Reverted::Retry(500, Undo::Create(cf.to_string(), start)),
     }
 }
 
@@ -861,7 +982,12 @@ fn weaken(a: &mut Action) -> bool {
             true
         }
         Action::Crash { down_ms, .. } => half(down_ms, 500),
-        Action::Pause { for_ms, .. } | Action::Failpoint { for_ms, .. } => half(for_ms, 100),
+        Action::Pause { for_ms, .. }
+        | Action::Failpoint { for_ms, .. }
+        | Action::PauseFeed { for_ms, .. }
+        | Action::Recreate {
+            after_ms: for_ms, ..
+        } => half(for_ms, 100),
         _ => false,
     }
 }

@@ -269,6 +269,9 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
             Action::Move { .. } => {
                 unmapped.push(format!("{note} (no step moves a changefeed)"));
             }
+            Action::PauseFeed { .. } | Action::Recreate { .. } => {
+                unmapped.push(format!("{note} (no step pauses or removes a changefeed)"));
+            }
         }
     }
     // Stable: a heal and the next fault at one instant keep the plan's order.

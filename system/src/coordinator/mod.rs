@@ -53,6 +53,13 @@ impl Default for CoordinatorConfig {
     }
 }
 
+/// A maintainer reports its status at least every second; a changefeed
+/// whose bound node has not reported it for this long is probed (under
+/// [`Profile::coordinator_probes_silent_maintainers`]).
+pub const SILENT_MS: u64 = 3_000;
+/// A silent node is asked again at most this often.
+const PROBE_EVERY_MS: u64 = 1_000;
+
 /// The user-visible state of a changefeed (TiCDC's `state`).
 #[derive(
     Debug,
@@ -96,6 +103,10 @@ pub struct PersistedFeed {
     pub error: Option<RunningError>,
     #[serde(default)]
     pub config: ChangefeedConfig,
+    /// A removal is under way (TiCDC's `ProgressRemoving`): a coordinator
+    /// that takes office finishes it instead of keeping a paused changefeed.
+    #[serde(default)]
+    pub removing: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +116,10 @@ pub struct Changefeed {
     #[serde(skip)]
     pub backoff: Backoff,
     pub last_progress_ms: u64,
+    /// When the bound node last reported this changefeed's maintainer (or
+    /// when the changefeed became bound to it).
+    #[serde(skip)]
+    pub last_report_ms: u64,
 }
 
 impl Changefeed {
@@ -114,6 +129,15 @@ impl Changefeed {
             _ => None,
         }
     }
+}
+
+/// Whether report `new` of a maintainer is later news than `old` of the
+/// same changefeed on the same node: a maintainer never leaves `Stopped`,
+/// so a `Working` report of an epoch already seen stopped is a late copy.
+fn supersedes(new: &MaintainerStatus, old: &MaintainerStatus) -> bool {
+    new.epoch > old.epoch
+        || (new.epoch == old.epoch
+            && !(old.state == ComponentState::Stopped && new.state != ComponentState::Stopped))
 }
 
 /// An unfinished coordinator bootstrap: (started at, nodes still to
@@ -138,7 +162,13 @@ pub struct Coordinator {
     last_greet_ms: u64,
     /// Changefeeds to forget once their stop operator is done.
     removing: BTreeSet<ChangefeedId>,
+    /// The last epoch of each changefeed this coordinator forgot: a later
+    /// creation of the ID starts above it even within one millisecond.
+    retired: BTreeMap<ChangefeedId, u64>,
     last_schedule_ms: u64,
+    /// Nodes asked for a full report because a changefeed bound to them
+    /// went silent, with the time of the last ask.
+    probes: BTreeMap<NodeId, u64>,
     /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
     forced_placement: BTreeMap<ChangefeedId, NodeId>,
     outbox: Vec<Envelope>,
@@ -159,6 +189,11 @@ impl Coordinator {
         alive: BTreeSet<NodeId>,
         now: u64,
     ) -> Self {
+        let removing = persisted
+            .iter()
+            .filter(|f| f.removing)
+            .map(|f| f.id.clone())
+            .collect();
         let feeds = persisted
             .into_iter()
             .map(|info| {
@@ -172,6 +207,7 @@ impl Coordinator {
                     },
                     backoff: Backoff::new(cfg.backoff_initial_ms, cfg.backoff_max_ms),
                     last_progress_ms: now,
+                    last_report_ms: now,
                     info,
                 };
                 (c.info.id.clone(), c)
@@ -188,8 +224,10 @@ impl Coordinator {
             bootstrap: Some((now, alive.clone(), Vec::new())),
             unanswered: alive.clone(),
             last_greet_ms: now,
-            removing: BTreeSet::new(),
+            removing,
+            retired: BTreeMap::new(),
             last_schedule_ms: 0,
+            probes: BTreeMap::new(),
             forced_placement: BTreeMap::new(),
             outbox: Vec::new(),
             events: Vec::new(),
@@ -277,13 +315,19 @@ impl Coordinator {
         if self.feeds.contains_key(id) {
             return Err(format!("changefeed {id} already exists"));
         }
+        // A creation's epochs start at the TSO of its creation, as TiCDC's
+        // `GenerateChangefeedEpoch` does: every epoch of an earlier creation
+        // of the same ID is below them, so tombstones and epoch checks left
+        // by that one never take this one for a stale copy.
+        let first = crate::tso::compose(now, 0).max(self.retired.get(id).copied().unwrap_or(0));
         let info = PersistedFeed {
             id: id.into(),
-            epoch: 0,
+            epoch: first,
             checkpoint_ts: start_ts,
             state: FeedState::Normal,
             error: None,
             config,
+            removing: false,
         };
         self.feeds.insert(
             id.into(),
@@ -292,6 +336,7 @@ impl Coordinator {
                 scheduling: Scheduling::Absent { retry_at_ms: now },
                 backoff: Backoff::new(self.cfg.backoff_initial_ms, self.cfg.backoff_max_ms),
                 last_progress_ms: now,
+                last_report_ms: now,
             },
         );
         self.log(now, format!("changefeed {id} created at {start_ts}"));
@@ -373,8 +418,16 @@ impl Coordinator {
         if self.feeds[id].info.state != FeedState::Stopped {
             self.pause(now, id)?;
         }
+        if let Some(c) = self.feeds.get_mut(id) {
+            c.info.removing = true;
+        }
         self.removing.insert(id.into());
         Ok(())
+    }
+
+    /// Whether `id` is being removed.
+    pub fn is_removing(&self, id: &str) -> bool {
+        self.removing.contains(id)
     }
 
     /// Resume a paused or failed changefeed.
@@ -383,6 +436,9 @@ impl Coordinator {
             .feeds
             .get_mut(id)
             .ok_or_else(|| format!("changefeed {id} not found"))?;
+        if c.info.removing {
+            return Err(format!("changefeed {id} is being removed"));
+        }
         if !matches!(c.info.state, FeedState::Stopped | FeedState::Failed) {
             return Err(format!("changefeed {id} is not paused"));
         }
@@ -404,7 +460,7 @@ impl Coordinator {
                 ) {
                     for s in &statuses {
                         for (n, a) in answers.iter_mut() {
-                            if n == from && a.changefeed == s.changefeed {
+                            if n == from && a.changefeed == s.changefeed && supersedes(s, a) {
                                 *a = s.clone();
                             }
                         }
@@ -421,8 +477,10 @@ impl Coordinator {
                 if let Some((_, waiting, answers)) = &mut self.bootstrap {
                     waiting.remove(from);
                     answers.extend(statuses.into_iter().map(|s| (from.clone(), s)));
+                    self.try_finish_bootstrap(now, false);
+                } else if let Some(asked) = self.probes.remove(from) {
+                    self.on_probe_answer(now, from, asked, statuses);
                 }
-                self.try_finish_bootstrap(now, false);
             }
             _ => {}
         }
@@ -454,10 +512,28 @@ impl Coordinator {
             let adopted = adopt.map(|(n, _)| n.clone());
             let c = self.feeds.get_mut(&id).unwrap();
             if matches!(c.scheduling, Scheduling::Stopped) {
+                // Paused or being removed, and the old coordinator's stop
+                // may not have landed: stop a maintainer still working.
+                let working = reports
+                    .iter()
+                    .find(|(_, s)| s.state == ComponentState::Working && !s.removal_only);
+                if let Some((n, s)) = working {
+                    let kind = OpKind::Stop {
+                        node: n.clone(),
+                        cascade: true,
+                    };
+                    let m = format!("bootstrap: changefeed {id} is stopped but its maintainer on {n} (epoch {}) works; stopping it", s.epoch);
+                    self.operators
+                        .insert(id.clone(), Operator::new(&id, kind, s.epoch));
+                    self.log(now, m);
+                }
                 continue;
             }
             match &adopted {
-                Some(n) => c.scheduling = Scheduling::Replicating { node: n.clone() },
+                Some(n) => {
+                    c.scheduling = Scheduling::Replicating { node: n.clone() };
+                    c.last_report_ms = now;
+                }
                 None => c.scheduling = Scheduling::Absent { retry_at_ms: now },
             }
             if self.profile.epochs_checked() {
@@ -501,6 +577,62 @@ impl Coordinator {
         }
     }
 
+    /// A full report of `from`, asked at `asked` because a changefeed bound
+    /// to it went silent: a changefeed still silent since before the ask
+    /// and absent from the report has no maintainer there any more.
+    fn on_probe_answer(
+        &mut self,
+        now: u64,
+        from: &NodeId,
+        asked: u64,
+        statuses: Vec<MaintainerStatus>,
+    ) {
+        let gone: Vec<ChangefeedId> = self
+            .feeds
+            .values()
+            .filter(|c| matches!(&c.scheduling, Scheduling::Replicating { node } if node == from))
+            .filter(|c| c.last_report_ms <= asked && !self.operators.contains_key(&c.info.id))
+            .filter(|c| !statuses.iter().any(|s| s.changefeed == c.info.id))
+            .map(|c| c.info.id.clone())
+            .collect();
+        for s in statuses {
+            self.on_status(now, from, s);
+        }
+        for id in gone {
+            if let Some(c) = self.feeds.get_mut(&id) {
+                c.scheduling = Scheduling::Absent { retry_at_ms: now };
+            }
+            let m = format!("changefeed {id}: {from} reports no maintainer of it; scheduling");
+            self.log(now, m);
+        }
+    }
+
+    /// Asks the nodes of silent changefeeds for a full report.
+    fn probe_silent(&mut self, now: u64) {
+        let silent: BTreeSet<NodeId> = self
+            .feeds
+            .values()
+            .filter(|c| now.saturating_sub(c.last_report_ms) >= SILENT_MS)
+            .filter(|c| !self.operators.contains_key(&c.info.id))
+            .filter_map(|c| match &c.scheduling {
+                Scheduling::Replicating { node } => Some(node.clone()),
+                _ => None,
+            })
+            .collect();
+        for n in silent {
+            if self
+                .probes
+                .get(&n)
+                .is_some_and(|t| now < t + PROBE_EVERY_MS)
+            {
+                continue;
+            }
+            self.probes.insert(n.clone(), now);
+            let version = self.version;
+            self.send(&n, Message::CoordinatorBootstrapRequest { version });
+        }
+    }
+
     fn on_status(&mut self, now: u64, from: &NodeId, s: MaintainerStatus) {
         // 1. Operators see every status first (TiCDC: UpdateOperatorStatus).
         let cf = s.changefeed.clone();
@@ -532,6 +664,7 @@ impl Coordinator {
                     (&op.kind, self.feeds.get_mut(&cf))
                 {
                     c.scheduling = Scheduling::Replicating { node: dest.clone() };
+                    c.last_report_ms = now;
                 }
                 self.log(now, msg);
             }
@@ -566,6 +699,7 @@ impl Coordinator {
         if profile.epochs_checked() && s.epoch != c.info.epoch {
             return;
         }
+        c.last_report_ms = now;
         let replicating = matches!(c.scheduling, Scheduling::Replicating { .. });
         let regressed = s.checkpoint_ts < c.info.checkpoint_ts;
         if regressed && !profile.errors_survive_checkpoint_regression() {
@@ -717,6 +851,7 @@ impl Coordinator {
 
     pub fn tick(&mut self, now: u64) {
         self.unanswered.retain(|n| self.alive.contains(n));
+        self.probes.retain(|n, _| self.alive.contains(n));
         if !self.unanswered.is_empty() && now >= self.last_greet_ms + 500 {
             self.last_greet_ms = now;
             let version = self.version;
@@ -734,7 +869,9 @@ impl Coordinator {
         // Removed changefeeds are forgotten once nothing is in flight.
         for id in self.removing.clone() {
             if !self.operators.contains_key(&id) {
-                self.feeds.remove(&id);
+                if let Some(c) = self.feeds.remove(&id) {
+                    self.retired.insert(id.clone(), c.info.epoch);
+                }
                 self.removing.remove(&id);
                 self.log(now, format!("changefeed {id} removed"));
             }
@@ -755,6 +892,9 @@ impl Coordinator {
         }
         for (to, m) in out {
             self.send(&to, m);
+        }
+        if self.profile.coordinator_probes_silent_maintainers() {
+            self.probe_silent(now);
         }
         // The basic scheduler.
         if now >= self.last_schedule_ms + self.cfg.scheduler_interval_ms {
