@@ -68,6 +68,16 @@ pub enum SinkError {
     NewProducer { bootstrap: String, detail: String },
     #[error("[CDC:ErrKafkaCreateTopic]topic {topic}: {detail}")]
     Topic { topic: String, detail: String },
+    /// A topic that exists (or was just created) whose metadata did not
+    /// show it within the dial timeout: retriable, as Kafka's clients treat
+    /// `UNKNOWN_TOPIC_OR_PARTITION` and `LEADER_NOT_AVAILABLE`.
+    #[error("[CDC:ErrKafkaCreateTopic]topic {topic}: created, but not in the metadata after {reads} read(s) over {waited_ms} ms ({last}); retriable")]
+    TopicMetadata {
+        topic: String,
+        waited_ms: u64,
+        reads: u32,
+        last: String,
+    },
     #[error("[CDC:ErrKafkaProducerClosed]kafka producer closed")]
     Closed,
 }
@@ -80,7 +90,7 @@ impl SinkError {
             SinkError::Unusable { .. } | SinkError::Closed => "CDC:ErrKafkaProducerClosed",
             SinkError::MessageTooLarge { .. } => "CDC:ErrMessageTooLarge",
             SinkError::NewProducer { .. } => "CDC:ErrKafkaNewProducer",
-            SinkError::Topic { .. } => "CDC:ErrKafkaCreateTopic",
+            SinkError::Topic { .. } | SinkError::TopicMetadata { .. } => "CDC:ErrKafkaCreateTopic",
         }
     }
 
@@ -92,5 +102,24 @@ impl SinkError {
 
     pub(crate) fn for_change(c: &RowChange) -> String {
         c.table.as_ref().map(table_str).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_metadata_is_retriable_and_says_what_it_waited_for() {
+        let e = SinkError::TopicMetadata {
+            topic: "t".into(),
+            waited_ms: 10_000,
+            reads: 50,
+            last: "not in metadata".into(),
+        };
+        assert!(e.is_retryable());
+        assert_eq!(e.code(), "CDC:ErrKafkaCreateTopic");
+        let text = e.to_string();
+        assert!(text.contains("50 read(s) over 10000 ms"), "{text}");
     }
 }

@@ -76,6 +76,46 @@ fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
     c
 }
 
+/// How often a new topic's metadata is read again while it propagates.
+const METADATA_POLL: Duration = Duration::from_millis(200);
+
+/// Reads `topic`'s partition count with `read` (given the time left) until
+/// it is known or `deadline` passes; a read that fails or finds no usable
+/// topic is tried again after `poll`. At the deadline the error is
+/// [`SinkError::TopicMetadata`], which the changefeed retries.
+pub async fn wait_for_topic<F, Fut>(
+    topic: &str,
+    deadline: tokio::time::Instant,
+    poll: Duration,
+    mut read: F,
+) -> Result<i32, SinkError>
+where
+    F: FnMut(Duration) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<i32>, String>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut reads = 0u32;
+    let mut last = String::from("not in metadata");
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        reads += 1;
+        match read(left.max(Duration::from_millis(100))).await {
+            Ok(Some(n)) => return Ok(n),
+            Ok(None) => last = "not in metadata".into(),
+            Err(e) => last = e,
+        }
+        if tokio::time::Instant::now() + poll >= deadline {
+            return Err(SinkError::TopicMetadata {
+                topic: topic.into(),
+                waited_ms: started.elapsed().as_millis() as u64,
+                reads,
+                last,
+            });
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
 /// The partition of a key among `partitions`.
 pub fn partition_of(key: &str, partitions: i32) -> i32 {
     (crc32fast::hash(key.as_bytes()) % partitions.max(1) as u32) as i32
@@ -125,10 +165,14 @@ impl KafkaSink {
                         Err((_, e)) => return Err(topic_err(format!("creating: {e}"))),
                     }
                 }
-                Self::topic_partitions(&producer, &uri.topic, uri.dial_timeout)
-                    .await
-                    .map_err(topic_err)?
-                    .ok_or_else(|| topic_err("created but not in metadata".into()))?
+                // Kafka propagates a new topic's metadata asynchronously:
+                // read it again until the dial timeout, as Kafka's clients
+                // retry `UNKNOWN_TOPIC_OR_PARTITION` / `LEADER_NOT_AVAILABLE`.
+                let deadline = tokio::time::Instant::now() + uri.dial_timeout;
+                wait_for_topic(&uri.topic, deadline, METADATA_POLL, |left| {
+                    Self::topic_partitions(&producer, &uri.topic, left)
+                })
+                .await?
             }
         };
         let partitions = match uri.partition_num {
@@ -309,5 +353,48 @@ impl KafkaSink {
             drop(p);
         })
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn soon(ms: u64) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(ms)
+    }
+
+    #[tokio::test]
+    async fn a_new_topic_is_read_again_until_its_metadata_shows_it() {
+        let reads = AtomicU32::new(0);
+        let n = wait_for_topic("t", soon(5_000), Duration::from_millis(5), |_| {
+            let i = reads.fetch_add(1, Ordering::SeqCst);
+            async move {
+                match i {
+                    0 => Err("metadata: Local: Timed out".to_string()),
+                    1 | 2 => Ok(None),
+                    _ => Ok(Some(3)),
+                }
+            }
+        })
+        .await
+        .expect("the topic appears");
+        assert_eq!((n, reads.load(Ordering::SeqCst)), (3, 4));
+    }
+
+    #[tokio::test]
+    async fn a_topic_missing_until_the_deadline_is_a_retriable_error() {
+        let e = wait_for_topic("t", soon(60), Duration::from_millis(5), |_| async {
+            Ok(None)
+        })
+        .await
+        .expect_err("never appears");
+        let SinkError::TopicMetadata { reads, last, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(*reads >= 2, "read once only");
+        assert_eq!(last, "not in metadata");
+        assert!(e.is_retryable());
     }
 }
