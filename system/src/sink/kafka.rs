@@ -95,15 +95,14 @@ where
 {
     let started = tokio::time::Instant::now();
     let mut reads = 0u32;
-    let mut last = String::from("not in metadata");
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         reads += 1;
-        match read(left.max(Duration::from_millis(100))).await {
+        let last = match read(left.max(Duration::from_millis(100))).await {
             Ok(Some(n)) => return Ok(n),
-            Ok(None) => last = "not in metadata".into(),
-            Err(e) => last = e,
-        }
+            Ok(None) => "not in metadata".to_string(),
+            Err(e) => e,
+        };
         if tokio::time::Instant::now() + poll >= deadline {
             return Err(SinkError::TopicMetadata {
                 topic: topic.into(),
