@@ -312,6 +312,9 @@ impl Coordinator {
         start_ts: u64,
         config: ChangefeedConfig,
     ) -> Result<(), String> {
+        if self.removing.contains(id) {
+            return Err(format!("changefeed {id} is being removed; retry later"));
+        }
         if self.feeds.contains_key(id) {
             return Err(format!("changefeed {id} already exists"));
         }
@@ -379,7 +382,7 @@ impl Coordinator {
             .ok_or_else(|| format!("changefeed {id} not found"))?;
         let Scheduling::Replicating { node: origin } = &c.scheduling else {
             return Err(format!(
-                "changefeed {id} is not replicating; only a replicating changefeed can move"
+                "changefeed {id} is not replicating; only a replicating changefeed can move; retry later"
             ));
         };
         if !self.alive.contains(dest) {

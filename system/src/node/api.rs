@@ -377,6 +377,13 @@ fn changefeed_answer<T: serde::Serialize>(r: Result<Result<T, String>, Response>
         Ok(Err(e)) if e.contains("not found") => {
             err(StatusCode::NOT_FOUND, "CDC:ErrChangeFeedNotExists", e)
         }
+        // A refusal of the moment (an operator in flight, not yet
+        // replicating): the same request may succeed later.
+        Ok(Err(e)) if e.contains("retry later") => err(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "CDC:ErrSchedulerRequestFailed",
+            e,
+        ),
         Ok(Err(e)) => err(StatusCode::BAD_REQUEST, "CDC:ErrAPIInvalidParam", e),
     }
 }
