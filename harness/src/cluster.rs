@@ -96,6 +96,10 @@ pub struct ClusterSpec {
     /// `cdc-server` containers `node-0`.. with every inbound link (etcd,
     /// Kafka, upstream, message center) behind its own proxy.
     pub nodes: usize,
+    /// Slots after `nodes` whose links (listener, proxies) exist from the
+    /// start so that [`Cluster::add_node`] can start a node in them later
+    /// (Kafka's listeners are fixed when the broker starts).
+    pub spare_nodes: usize,
     /// Every node's settings (profile and timing), passed as `cdc-server` flags.
     pub node_settings: NodeSettings,
     /// Bound on each component's readiness.
@@ -110,6 +114,7 @@ impl Default for ClusterSpec {
             upstream: false,
             upstream_links: Vec::new(),
             nodes: 0,
+            spare_nodes: 0,
             node_settings: NodeSettings::default(),
             startup_timeout: Duration::from_secs(120),
         }
@@ -146,6 +151,9 @@ pub struct Cluster {
     verifier_bootstrap: String,
     etcd_endpoint: String,
     startup: Startup,
+    /// What `add_node` starts a node with (settings, readiness bound) and
+    /// how many slots have links.
+    spec: ClusterSpec,
     // Dropped last: removes whatever the container handles left behind.
     guard: RunGuard,
 }
@@ -336,7 +344,7 @@ impl Cluster {
         let t0 = Instant::now();
         if spec.nodes > 0 {
             spec.upstream = true;
-            for slot in Slot::all(spec.nodes) {
+            for slot in Slot::all(spec.nodes + spec.spare_nodes) {
                 let n = slot.name();
                 if !spec.kafka_links.iter().any(|l| l.name == n) {
                     spec.kafka_links.push(KafkaLinkSpec::network(&n));
@@ -448,7 +456,7 @@ impl Cluster {
         );
         let upstream_host_port = free_port()?;
         // Each node's inbound message-center link.
-        for slot in Slot::all(spec.nodes) {
+        for slot in Slot::all(spec.nodes + spec.spare_nodes) {
             proxies.push(Proxy::new(
                 crate::scenario::Link::Peers.proxy_of(slot),
                 format!("0.0.0.0:{}", TOXI_MSG_LINK_BASE_PORT + slot.index() as u16),
@@ -586,6 +594,7 @@ impl Cluster {
             verifier_bootstrap: format!("127.0.0.1:{verifier_port}"),
             etcd_endpoint,
             startup: Startup::default(),
+            spec: spec.clone(),
             guard,
         };
         // Through the proxies: they exist now.
@@ -762,6 +771,34 @@ impl Cluster {
             .await
             .with_context(|| format!("stopping {}", n.name))?;
         self.start_node(slot, timeout).await
+    }
+
+    /// Scale out: starts a node in the next slot that has links (one of
+    /// the spec's `spare_nodes`) and waits for its API.
+    pub async fn add_node(&mut self) -> Result<&NodeContainer> {
+        let slot = Slot::at_index(self.nodes.len());
+        let capacity = self.spec.nodes + self.spec.spare_nodes;
+        if self.nodes.len() >= capacity {
+            bail!(
+                "no slot left for a new node: the cluster was started with {} node(s) and {} spare slot(s)",
+                self.spec.nodes,
+                self.spec.spare_nodes
+            );
+        }
+        let spec = self.spec.clone();
+        let node = self.start_node_container(slot, &spec).await?;
+        self.nodes.push(node);
+        Ok(self.nodes.last().expect("just pushed"))
+    }
+
+    /// Scale in: stops a node gracefully (SIGTERM: it leaves the
+    /// membership) and leaves it stopped; its container stays for its logs.
+    pub async fn remove_node(&self, slot: Slot) -> Result<()> {
+        let n = self.node(slot)?;
+        n.container
+            .stop_with_timeout(Some(10))
+            .await
+            .with_context(|| format!("stopping {} for good", n.name))
     }
 
     /// Freezes a node's processes (`docker pause`).

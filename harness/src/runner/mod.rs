@@ -30,6 +30,7 @@ mod logs;
 pub mod nemesis;
 pub mod observer;
 mod open_faults;
+mod operation;
 mod progress;
 pub mod provision;
 mod target;
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use cdc_system::api::FeedState;
 use cdc_system::proto::upstream_client::UpstreamClient;
-use cdc_system::proto::GetTsRequest;
+use cdc_system::proto::{GetTsRequest, GetWorkloadRequest};
 use cdc_system::settings::NodeSettings;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -111,6 +112,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     ));
     let spec = ClusterSpec {
         nodes: sc.cluster.nodes as usize,
+        spare_nodes: (sc.slots() - sc.cluster.nodes) as usize,
         node_settings: node_settings(sc, profile),
         ..Default::default()
     };
@@ -207,6 +209,11 @@ struct Runner<'a> {
     profile: Profile,
     /// When `run` began (before the cluster started).
     started: Instant,
+    /// The ts every changefeed replicates from (set by provisioning).
+    start_ts: u64,
+    /// Changefeeds removed by a step -> their checkpoint then (a later
+    /// `create_changefeed` starts from it).
+    removed_feeds: HashMap<String, u64>,
 }
 
 impl<'a> Runner<'a> {
@@ -256,6 +263,8 @@ impl<'a> Runner<'a> {
             next_step: 0,
             profile,
             started,
+            start_ts: 0,
+            removed_feeds: HashMap::new(),
         };
         if let Err(e) = r.prepare().await {
             let Runner { w, run, .. } = r;
@@ -327,7 +336,7 @@ impl<'a> Runner<'a> {
 
     /// Provisions the run, then starts the clock and the observer.
     async fn prepare(&mut self) -> Result<()> {
-        provision::provision(&mut self.w, self.sc).await?;
+        self.start_ts = provision::provision(&mut self.w, self.sc).await?;
         self.w.clock = Clock::start();
         self.run.meta.startup_ms = Some(self.started.elapsed().as_millis() as u64);
         self.run.meta.started_at =
@@ -588,7 +597,7 @@ impl<'a> Runner<'a> {
     fn resolver(&mut self) -> target::Resolver<'_> {
         target::Resolver {
             resolved: &self.resolved,
-            nodes: self.sc.cluster.nodes,
+            slots: self.w.probe.slots(),
             rng: &mut self.rng,
         }
     }
@@ -683,8 +692,30 @@ impl<'a> Runner<'a> {
         }))
     }
 
+    /// Records when the first fault or operation starts and what the
+    /// workload had written by then (the *workload-floor* checker's input).
+    async fn note_first_fault(&mut self) {
+        let Some(w) = self.run.workload.as_mut() else {
+            return;
+        };
+        if w.first_fault_ms.is_some() || !self.workload_running {
+            return;
+        }
+        let now = self.w.clock.now_ms();
+        match self.w.upstream.get_workload(GetWorkloadRequest {}).await {
+            Ok(s) => {
+                w.first_fault_ms = Some(now);
+                w.rows_at_first_fault = Some(s.into_inner().rows);
+            }
+            Err(e) => self.say(format_args!("  workload status unread: {}", e.message())),
+        }
+    }
+
     /// Runs one step.
     async fn step(&mut self, id: &str, kind: &StepKind) -> Result<StepDone> {
+        if kind.is_fault() || kind.is_operation() {
+            self.note_first_fault().await;
+        }
         match kind {
             StepKind::StartWorkload {} => {
                 let rec = provision::start_workload(&mut self.w, self.sc, self.opts.seed).await?;
@@ -722,8 +753,146 @@ impl<'a> Runner<'a> {
                     ..StepDone::done()
                 })
             }
+            StepKind::PauseChangefeed { changefeed } => {
+                self.operate(operation::Request::Pause(changefeed.clone()), None)
+                    .await
+            }
+            StepKind::ResumeChangefeed { changefeed } => {
+                self.operate(operation::Request::Resume(changefeed.clone()), None)
+                    .await
+            }
+            StepKind::MoveChangefeed { changefeed, target } => {
+                let to = self.resolve(target).await?;
+                let req = operation::Request::Move(changefeed.clone(), to.node_id.clone());
+                self.operate(req, Some(to)).await
+            }
+            StepKind::CreateChangefeed { changefeed } => {
+                let start = self
+                    .removed_feeds
+                    .remove(changefeed)
+                    .unwrap_or(self.start_ts);
+                let body = provision::create_request(self.sc, changefeed, start)?;
+                self.say(format_args!("  creating {changefeed} from ts {start}"));
+                self.operate(operation::Request::Create(body), None).await
+            }
+            StepKind::RemoveChangefeed { changefeed } => self.remove_changefeed(changefeed).await,
+            StepKind::AddNode {} => self.add_node().await,
+            StepKind::RemoveNode { target } => self.remove_node(target).await,
             _ => self.inject(id, kind).await,
         }
+    }
+
+    /// Scale out: a node in the next slot, observed from now on.
+    async fn add_node(&mut self) -> Result<StepDone> {
+        let node = self.w.cluster.add_node().await?;
+        let (name, api) = (node.name.clone(), node.api.clone());
+        let slot = Slot::at_index(self.w.cluster.nodes().len() - 1);
+        self.w.probe.add_node(slot, api);
+        let node_id = self
+            .w
+            .get_node::<cdc_system::api::Health>(slot, "/api/v2/health")
+            .await
+            .map(|h| h.id.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        self.say(format_args!("  {name} started as {node_id}"));
+        Ok(StepDone {
+            target: Some(ResolvedTarget {
+                spec: "new".into(),
+                node: slot.number(),
+                node_id,
+            }),
+            ..StepDone::done()
+        })
+    }
+
+    /// Scale in: the faults open on the node itself are settled first (a
+    /// killed node stays down and is removed as it is; a paused one is
+    /// unpaused, its failpoints cleared), then it is stopped for good and no
+    /// longer observed.
+    async fn remove_node(&mut self, target: &Target) -> Result<StepDone> {
+        let t = self.resolve(target).await?;
+        let slot = Slot::new(t.node).ok_or_else(|| anyhow!("no slot {}", t.node))?;
+        let mut down = false;
+        for (fid, is_down) in self.open.on_slot(slot) {
+            if is_down {
+                self.open.remove(&fid);
+                self.close_window(&fid);
+                down = true;
+            } else {
+                self.say(format_args!(
+                    "  healing `{fid}` on {slot} before removing it"
+                ));
+                self.heal(&fid).await?;
+            }
+        }
+        if !down {
+            self.w.cluster.remove_node(slot).await?;
+        }
+        self.w.probe.remove_node(slot);
+        Ok(StepDone {
+            target: Some(t),
+            ..StepDone::done()
+        })
+    }
+
+    /// Removes a changefeed and waits (at most [`operation::OPERATION_TIMEOUT`])
+    /// until the coordinator no longer lists it; its last checkpoint seen is
+    /// where a later `create_changefeed` starts.
+    async fn remove_changefeed(&mut self, cf: &str) -> Result<StepDone> {
+        let before = self.w.view().await;
+        let mut checkpoint = before
+            .changefeed(cf)
+            .map(|c| c.checkpoint_tso)
+            .unwrap_or(self.start_ts);
+        let done = self
+            .operate(operation::Request::Remove(cf.to_string()), None)
+            .await?;
+        let gone = deadline::until(
+            &mut (&mut *self, &mut checkpoint),
+            operation::OPERATION_TIMEOUT,
+            Duration::from_millis(300),
+            |(r, checkpoint)| {
+                Box::pin(async move {
+                    let v = r.w.view().await;
+                    match v.changefeed(cf) {
+                        Some(c) => {
+                            **checkpoint = (**checkpoint).max(c.checkpoint_tso);
+                            None
+                        }
+                        // Gone only when a coordinator answered the list.
+                        None => v.lists_changefeeds().then_some(()),
+                    }
+                })
+            },
+        )
+        .await;
+        if gone.is_none() {
+            self.say(format_args!(
+                "  {cf} is still listed {} s after its removal was accepted",
+                operation::OPERATION_TIMEOUT.as_secs()
+            ));
+        }
+        self.removed_feeds.insert(cf.to_string(), checkpoint);
+        Ok(done)
+    }
+
+    /// Carries out a user's operation (see [`operation`]).
+    async fn operate(
+        &mut self,
+        req: operation::Request,
+        target: Option<ResolvedTarget>,
+    ) -> Result<StepDone> {
+        let taken = operation::perform(&self.w, &req).await?;
+        if taken.tries > 1 {
+            self.say(format_args!("  taken after {} tries", taken.tries));
+        }
+        if let Some(why) = &taken.no_op {
+            self.say(format_args!("  nothing to do: {why}"));
+        }
+        Ok(StepDone {
+            target,
+            ..StepDone::done()
+        })
     }
 
     /// Injects the fault of a step through its family's nemesis, records its

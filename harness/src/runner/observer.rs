@@ -41,8 +41,9 @@ impl Clock {
 #[derive(Clone)]
 pub struct Probe {
     http: reqwest::Client,
-    /// Node APIs by [`Slot::index`].
-    pub apis: Vec<String>,
+    /// Node APIs by [`Slot::index`]; `None` for a slot that holds no node
+    /// (removed by scale-in): it is not observed.
+    apis: Arc<Mutex<Vec<Option<String>>>>,
     etcd: etcd_client::Client,
     root: String,
     upstream: UpstreamClient<Channel>,
@@ -109,11 +110,20 @@ pub struct View {
     pub coordinator: Option<(String, u64)>,
     /// The coordinator's view of each changefeed.
     pub changefeeds: Vec<ChangefeedView>,
+    /// Whether the coordinator answered the changefeed list (else
+    /// `changefeeds` is empty for want of an answer).
+    pub listed: bool,
     pub upstream_commit_ts: u64,
     pub errors: Vec<String>,
 }
 
 impl View {
+    /// Whether the coordinator answered the changefeed list, so that a
+    /// changefeed missing from it does not exist.
+    pub fn lists_changefeeds(&self) -> bool {
+        self.listed
+    }
+
     /// The slot etcd names as coordinator, else a node that says it is.
     pub fn coordinator_slot(&self) -> Option<Slot> {
         if let Some((id, _)) = &self.coordinator {
@@ -231,7 +241,7 @@ impl Probe {
         let n = apis.len();
         Ok(Probe {
             http,
-            apis,
+            apis: Arc::new(Mutex::new(apis.into_iter().map(Some).collect())),
             etcd,
             root: "/cdc-chaos".into(),
             upstream,
@@ -241,6 +251,38 @@ impl Probe {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// Observes a node added to the cluster (scale-out) in `slot`.
+    pub fn add_node(&self, slot: Slot, api: String) {
+        let mut apis = self.apis.lock().expect("apis");
+        if apis.len() <= slot.index() {
+            apis.resize(slot.index() + 1, None);
+        }
+        apis[slot.index()] = Some(api);
+        let mut last = self.last_ids.lock().expect("last ids");
+        if last.len() < apis.len() {
+            last.resize(apis.len(), None);
+        }
+    }
+
+    /// Stops observing a node removed from the cluster (scale-in).
+    pub fn remove_node(&self, slot: Slot) {
+        if let Some(a) = self.apis.lock().expect("apis").get_mut(slot.index()) {
+            *a = None;
+        }
+    }
+
+    /// The slots observed now (every slot that holds a node).
+    pub fn slots(&self) -> Vec<Slot> {
+        self.apis
+            .lock()
+            .expect("apis")
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_some())
+            .map(|(i, _)| Slot::at_index(i))
+            .collect()
     }
 
     async fn get<T: DeserializeOwned>(&self, url: String) -> Result<T, String> {
@@ -274,11 +316,20 @@ impl Probe {
     /// Reads the whole system once; `t_ms` is taken when the reads ended, so
     /// whatever it shows held at that instant or before.
     pub async fn view(&self, clock: &Clock) -> View {
-        let nodes = futures::future::join_all(
-            self.apis
-                .iter()
-                .map(|api| self.get::<NodeSnapshot>(format!("{api}/debug/node"))),
-        );
+        let apis: Vec<(usize, String)> = self
+            .apis
+            .lock()
+            .expect("apis")
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| a.clone().map(|a| (i, a)))
+            .collect();
+        let nodes = futures::future::join_all(apis.iter().map(|(i, api)| async move {
+            (
+                *i,
+                self.get::<NodeSnapshot>(format!("{api}/debug/node")).await,
+            )
+        }));
         let owner = self.owner();
         let workload = async {
             self.upstream
@@ -293,7 +344,7 @@ impl Probe {
         let mut views = Vec::new();
         {
             let mut last = self.last_ids.lock().expect("last ids");
-            for (i, a) in answers.into_iter().enumerate() {
+            for (i, a) in answers {
                 let slot = Slot::at_index(i);
                 match a {
                     Ok(s) => {
@@ -331,16 +382,23 @@ impl Probe {
             nodes: views,
             coordinator,
             changefeeds: Vec::new(),
+            listed: false,
             upstream_commit_ts,
             errors,
         };
-        if let Some(slot) = view.coordinator_slot() {
-            let api = &self.apis[slot.index()];
+        let coordinator_api = view
+            .coordinator_slot()
+            .and_then(|slot| apis.iter().find(|(i, _)| *i == slot.index()))
+            .map(|(_, a)| a.clone());
+        if let Some(api) = coordinator_api {
             match self
                 .get::<ChangefeedList>(format!("{api}/api/v2/changefeeds"))
                 .await
             {
-                Ok(list) => view.changefeeds = list.items,
+                Ok(list) => {
+                    view.changefeeds = list.items;
+                    view.listed = true;
+                }
                 Err(e) => view.errors.push(format!("changefeeds: {e}")),
             }
         }

@@ -36,6 +36,24 @@ impl OpenFaults {
         self.faults.is_empty()
     }
 
+    /// The faults open on the node of `slot` itself (killed, paused, a
+    /// failpoint, a peers partition's outbound drop), with whether the node
+    /// is down: what a scale-in of that node settles first.
+    pub fn on_slot(&self, slot: Slot) -> Vec<(String, bool)> {
+        self.faults
+            .iter()
+            .filter_map(|(id, f)| match f {
+                OpenFault::Kill { slot: s, .. } if *s == slot => Some((id.clone(), true)),
+                OpenFault::Pause { slot: s }
+                | OpenFault::Failpoint { slot: s, .. }
+                | OpenFault::Partition {
+                    peers_of: Some(s), ..
+                } if *s == slot => Some((id.clone(), false)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether `id` is a failpoint that has not shown a hit yet.
     pub fn awaits_hit(&self, id: &str) -> bool {
         matches!(

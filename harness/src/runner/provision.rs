@@ -43,9 +43,30 @@ const COORDINATOR_TIMEOUT: Duration = Duration::from_secs(90);
 const REPLICATING_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 
+/// What a create of changefeed `cf` of `sc` sends: its topic, its share of
+/// the tables, and `start_ts`.
+pub fn create_request(sc: &Scenario, cf: &str, start_ts: u64) -> Result<CreateChangefeed> {
+    let i = sc
+        .changefeeds
+        .iter()
+        .position(|c| c == cf)
+        .with_context(|| format!("changefeed {cf} is not declared"))?;
+    Ok(CreateChangefeed {
+        changefeed_id: cf.to_string(),
+        sink_uri: format!(
+            "kafka://kafka:9092/{}?protocol=canal-json&partition-num=3&write-timeout=5s",
+            topic_of(cf)
+        ),
+        tables: changefeed_tables(sc, i).iter().map(table_str).collect(),
+        start_ts: Some(start_ts),
+    })
+}
+
 /// Waits for a coordinator every node follows, creates the tables and the
-/// changefeeds, and waits until each replicates with a bootstrapped maintainer.
-pub async fn provision(w: &mut World, sc: &Scenario) -> Result<()> {
+/// changefeeds provisioned at the start, and waits until each replicates
+/// with a bootstrapped maintainer. Returns the start ts every changefeed
+/// (also one a step creates later) replicates from.
+pub async fn provision(w: &mut World, sc: &Scenario) -> Result<u64> {
     let n = sc.cluster.nodes as usize;
     let followed = until(w, COORDINATOR_TIMEOUT, POLL, |w| {
         async move {
@@ -86,16 +107,9 @@ pub async fn provision(w: &mut World, sc: &Scenario) -> Result<()> {
     }
     let start_ts = w.upstream.get_ts(GetTsRequest {}).await?.into_inner().ts;
     let api = w.cluster.node(Slot::at_index(0))?.api.clone();
-    for (i, cf) in sc.changefeeds.iter().enumerate() {
-        let body = CreateChangefeed {
-            changefeed_id: cf.clone(),
-            sink_uri: format!(
-                "kafka://kafka:9092/{}?protocol=canal-json&partition-num=3&write-timeout=5s",
-                topic_of(cf)
-            ),
-            tables: changefeed_tables(sc, i).iter().map(table_str).collect(),
-            start_ts: Some(start_ts),
-        };
+    let at_start = sc.changefeeds_at_start();
+    for cf in &at_start {
+        let body = create_request(sc, cf, start_ts)?;
         let resp = w
             .probe
             .http()
@@ -113,20 +127,25 @@ pub async fn provision(w: &mut World, sc: &Scenario) -> Result<()> {
             bail!("creating changefeed {cf}: {status} {why}");
         }
     }
-    let ready = until(&mut (&mut *w, sc), REPLICATING_TIMEOUT, POLL, |(w, sc)| {
-        async move {
-            let v = w.view().await;
-            sc.changefeeds
-                .iter()
-                .all(|cf| {
-                    v.changefeed(cf)
-                        .is_some_and(|c| c.scheduling == SchedulingState::Replicating)
-                        && v.maintainers_of(cf).iter().any(|(_, m)| m.bootstrap_done)
-                })
-                .then_some(())
-        }
-        .boxed()
-    })
+    let ready = until(
+        &mut (&mut *w, &at_start),
+        REPLICATING_TIMEOUT,
+        POLL,
+        |(w, at_start)| {
+            async move {
+                let v = w.view().await;
+                at_start
+                    .iter()
+                    .all(|cf| {
+                        v.changefeed(cf)
+                            .is_some_and(|c| c.scheduling == SchedulingState::Replicating)
+                            && v.maintainers_of(cf).iter().any(|(_, m)| m.bootstrap_done)
+                    })
+                    .then_some(())
+            }
+            .boxed()
+        },
+    )
     .await;
     if ready.is_none() {
         let v = w.view().await;
@@ -136,7 +155,7 @@ pub async fn provision(w: &mut World, sc: &Scenario) -> Result<()> {
             v.changefeeds
         );
     }
-    Ok(())
+    Ok(start_ts)
 }
 
 /// Starts the upstream workload over every table of the scenario.
@@ -162,9 +181,8 @@ pub async fn start_workload(w: &mut World, sc: &Scenario, seed: u64) -> Result<W
     }
     Ok(WorkloadRecord {
         started_ms: w.clock.now_ms(),
-        stopped_ms: None,
-        rows_written: 0,
-        last_commit_ts: 0,
+        target_rows_per_sec: Some(wl.rows_per_sec),
+        ..Default::default()
     })
 }
 
@@ -179,9 +197,7 @@ pub async fn stop_workload(w: &mut World, rec: &mut Option<WorkloadRecord>) -> R
     let now = w.clock.now_ms();
     let r = rec.get_or_insert(WorkloadRecord {
         started_ms: now,
-        stopped_ms: None,
-        rows_written: 0,
-        last_commit_ts: 0,
+        ..Default::default()
     });
     r.stopped_ms = Some(now);
     r.rows_written = s.rows;

@@ -16,8 +16,8 @@ use crate::slot::Slot;
 pub struct Resolver<'a> {
     /// Step id -> the slot its target resolved to (for `node-of:<step>`).
     pub resolved: &'a HashMap<String, Slot>,
-    /// The cluster's node count.
-    pub nodes: u32,
+    /// The slots that hold a node now (scale-out and scale-in change them).
+    pub slots: Vec<Slot>,
     pub rng: &'a mut StdRng,
 }
 
@@ -65,7 +65,10 @@ impl Resolver<'_> {
                         excluded.push(s);
                     }
                 }
-                let candidates: Vec<Slot> = Slot::all(self.nodes as usize)
+                let candidates: Vec<Slot> = self
+                    .slots
+                    .iter()
+                    .copied()
                     .filter(|s| !excluded.contains(s))
                     .collect();
                 if candidates.is_empty() {

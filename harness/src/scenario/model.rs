@@ -177,7 +177,34 @@ pub struct Step {
     pub kind: StepKind,
 }
 
+/// Whether changefeed `cf` is created by a step rather than at the start:
+/// the first operation on it in `steps` is a `create_changefeed`.
+pub fn created_by_step<'a>(mut steps: impl Iterator<Item = &'a StepKind>, cf: &str) -> bool {
+    steps
+        .find(|k| k.operates_on() == Some(cf))
+        .is_some_and(|k| matches!(k, StepKind::CreateChangefeed { .. }))
+}
+
 impl Scenario {
+    /// The changefeeds provisioned before the timeline starts (the declared
+    /// ones that no step creates first), in declaration order.
+    pub fn changefeeds_at_start(&self) -> Vec<&String> {
+        self.changefeeds
+            .iter()
+            .filter(|cf| !created_by_step(self.steps.iter().map(|s| &s.kind), cf))
+            .collect()
+    }
+
+    /// Node slots the run needs: `cluster.nodes` plus one per `add_node`.
+    pub fn slots(&self) -> u32 {
+        self.cluster.nodes
+            + self
+                .steps
+                .iter()
+                .filter(|s| matches!(s.kind, StepKind::AddNode {}))
+                .count() as u32
+    }
+
     /// The steps whose fault is still open after the last step, in order:
     /// what the runner heals at the end when `heal_at_end` is true.
     pub fn open_at_end(&self) -> Vec<&Step> {

@@ -180,6 +180,27 @@ at = "2m"
 action = "sleep"
 duration = "500ms"
 [[step]]
+action = "pause_changefeed"
+changefeed = "cf1"
+[[step]]
+action = "resume_changefeed"
+changefeed = "cf1"
+[[step]]
+action = "move_changefeed"
+changefeed = "cf1"
+target = "any-except:maintainer-of:cf1"
+[[step]]
+action = "remove_changefeed"
+changefeed = "cf1"
+[[step]]
+action = "create_changefeed"
+changefeed = "cf1"
+[[step]]
+action = "add_node"
+[[step]]
+action = "remove_node"
+target = "node:4"
+[[step]]
 action = "stop_workload"
 "#,
         )
@@ -205,6 +226,13 @@ action = "stop_workload"
         );
         assert_eq!(s.steps[1].id.as_deref(), Some("slow"));
         assert_eq!(s.steps[16].at, Some(Duration::from_secs(120)));
+        assert_eq!(
+            s.steps[19].kind,
+            StepKind::MoveChangefeed {
+                changefeed: "cf1".into(),
+                target: Target::Any(vec![Target::MaintainerOf("cf1".into())]),
+            }
+        );
         assert!(s.heal_at_end);
         assert_eq!(s.deadlines.maintainer_bootstrap, Duration::from_secs(30));
     }
@@ -251,6 +279,22 @@ action = "stop_workload"
             ("[[step]]\naction = \"wait\"\nuntil = \"soon\"\ntimeout = \"1s\"\n", "unknown variant `soon`"),
             ("[[step]]\nid = \"Bad Id\"\naction = \"resign_coordinator\"\n", "not a slug"),
             ("[[step]]\nduration = \"1s\"\n", "has no `action`"),
+            ("[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf9\"\n[[step]]\naction = \"resume_changefeed\"\nchangefeed = \"cf9\"\n", "names changefeed `cf9`, which is not declared"),
+            ("[[step]]\naction = \"resume_changefeed\"\nchangefeed = \"cf1\"\n", "which no earlier step paused"),
+            ("[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"resume_changefeed\"\nchangefeed = \"cf1\"\n", "is already paused (line"),
+            ("[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf1\"\n", "never resumed"),
+            ("[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"move_changefeed\"\nchangefeed = \"cf1\"\ntarget = \"node:2\"\n[[step]]\naction = \"resume_changefeed\"\nchangefeed = \"cf1\"\n", "which is paused (line"),
+            ("[[step]]\naction = \"move_changefeed\"\nchangefeed = \"cf1\"\ntarget = \"maintainer-of:cf1\"\n", "is where `cf1` already runs"),
+            ("[[step]]\naction = \"move_changefeed\"\nchangefeed = \"cf1\"\n", "missing field `target`"),
+            ("[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf9\"\n", "names changefeed `cf9`, which is not declared"),
+            ("[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n", "is removed here (line"),
+            ("[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n", "remove_changefeed of `cf1`, which is removed (line"),
+            ("[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"pause_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n", "`pause_changefeed` of `cf1`, which is removed (line"),
+            ("[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n", "create_changefeed of `cf1`, which is running"),
+            ("[[step]]\naction = \"kill_node\"\ntarget = \"node:4\"\ndown_for = \"1s\"\n[[step]]\naction = \"add_node\"\n", "the cluster has 3 node(s) here"),
+            ("[[step]]\naction = \"add_node\"\n[[step]]\naction = \"add_node\"\n[[step]]\naction = \"add_node\"\n", "above the most a cluster has (5)"),
+            ("[[step]]\naction = \"remove_node\"\ntarget = \"node:2\"\n[[step]]\naction = \"pause_node\"\ntarget = \"node:2\"\n", "that node was removed at line"),
+            ("[[step]]\naction = \"remove_node\"\ntarget = \"any\"\n[[step]]\naction = \"remove_node\"\ntarget = \"any\"\n[[step]]\naction = \"remove_node\"\ntarget = \"any\"\n", "would remove the last node"),
             ("[[step]]\nid = \"k\"\naction = \"kill_node\"\ntarget = \"node:1\"\ndown_for = \"1s\"\n[[step]]\naction = \"start_node\"\nfault = \"k\"\n", "no earlier step injected"),
         ];
         for (steps, want) in cases {
@@ -261,6 +305,19 @@ action = "stop_workload"
                 "{steps}: want {want:?}, got {errs:?}"
             );
         }
+    }
+
+    #[test]
+    fn operations_in_order_are_accepted() {
+        let s = parse(
+            "[[step]]\naction = \"add_node\"\n[[step]]\naction = \"move_changefeed\"\nchangefeed = \"cf1\"\ntarget = \"node:4\"\n[[step]]\naction = \"remove_node\"\ntarget = \"node:1\"\n[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n",
+        )
+        .expect("valid");
+        assert_eq!(s.slots(), 4);
+        assert_eq!(s.changefeeds_at_start(), vec!["cf1"]);
+        let later = parse("[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n")
+            .expect("valid");
+        assert!(later.changefeeds_at_start().is_empty());
     }
 
     #[test]

@@ -247,7 +247,9 @@ fn targets_by_key(kind: &StepKind) -> Vec<(&'static str, &Target)> {
         | StepKind::RestartNode { target }
         | StepKind::KillNode { target, .. }
         | StepKind::PauseNode { target }
-        | StepKind::EnableFailpoint { target, .. } => vec![("target", target)],
+        | StepKind::EnableFailpoint { target, .. }
+        | StepKind::MoveChangefeed { target, .. }
+        | StepKind::RemoveNode { target } => vec![("target", target)],
         StepKind::Wait { condition, .. } => {
             condition.target().map(|t| ("on", t)).into_iter().collect()
         }
@@ -273,6 +275,18 @@ fn across(steps: &[(Step, StepSpans)], cx: &Context<'_>, errors: &mut Errors<'_>
     let mut ids: HashMap<String, (usize, bool)> = HashMap::new(); // id -> (line, has target)
     let mut faults: HashMap<String, FaultState> = HashMap::new();
     let mut workload_running: Option<usize> = None;
+    // Where each declared changefeed stands as the steps go.
+    let mut feeds: HashMap<String, Feed> = changefeeds
+        .iter()
+        .map(|cf| {
+            let later = super::model::created_by_step(steps.iter().map(|(s, _)| &s.kind), cf);
+            (cf.clone(), if later { Feed::NotYet } else { Feed::Running })
+        })
+        .collect();
+    // Node slots so far (grows with add_node) and the ones removed by slot.
+    let mut slots = nodes;
+    let mut live = nodes;
+    let mut removed: HashMap<u32, usize> = HashMap::new();
     let mut earliest = Duration::ZERO;
     let mut last_at: Option<(Duration, usize)> = None;
     for (step, spans) in steps {
@@ -323,11 +337,21 @@ fn across(steps: &[(Step, StepSpans)], cx: &Context<'_>, errors: &mut Errors<'_>
                         ),
                     );
                 }
-                Target::Node(n) if n.number() > nodes => {
+                Target::Node(n) if n.number() > slots => {
                     errors.add(
                         at,
-                        format!("target `{t}` is out of range: the cluster has {nodes} node(s)"),
-                        format!("use node:1 to node:{nodes}, or raise cluster.nodes"),
+                        format!("target `{t}` is out of range: the cluster has {slots} node(s) here"),
+                        format!("use node:1 to node:{slots}, raise cluster.nodes, or add the node with an earlier add_node step"),
+                    );
+                }
+                Target::Node(n) if removed.contains_key(&n.number()) => {
+                    errors.add(
+                        at,
+                        format!(
+                            "target `{t}`: that node was removed at line {}",
+                            removed[&n.number()]
+                        ),
+                        "a removed node does not come back; target another node",
                     );
                 }
                 Target::NodeOf(id) => match ids.get(id) {
@@ -369,6 +393,56 @@ fn across(steps: &[(Step, StepSpans)], cx: &Context<'_>, errors: &mut Errors<'_>
                     "give the wait a positive timeout, e.g. \"60s\"",
                 );
             }
+        }
+
+        // Operations name a declared changefeed and keep pause/resume in order.
+        if let Some(cf) = step.kind.operates_on() {
+            if !changefeeds.iter().any(|c| c == cf) {
+                errors.add(
+                    spans.value("changefeed"),
+                    format!(
+                        "`{}` names changefeed `{cf}`, which is not declared",
+                        step.kind.action()
+                    ),
+                    format!(
+                        "declare it with [[changefeed]] name = \"{cf}\", or use one of: {}",
+                        changefeeds.join(", ")
+                    ),
+                );
+            }
+            if let Some(feed) = feeds.get_mut(cf) {
+                operation_order(step, spans, cf, feed, errors);
+            }
+        }
+        match &step.kind {
+            StepKind::AddNode {} => {
+                slots += 1;
+                live += 1;
+                if slots > super::model::MAX_NODES {
+                    errors.add(
+                        spans.key("action"),
+                        format!(
+                            "add_node makes slot node:{slots}, above the most a cluster has ({})",
+                            super::model::MAX_NODES
+                        ),
+                        "lower cluster.nodes or remove an add_node step",
+                    );
+                }
+            }
+            StepKind::RemoveNode { target } => {
+                if live <= 1 {
+                    errors.add(
+                        spans.key("action"),
+                        "remove_node would remove the last node",
+                        "keep at least one node: add one first (add_node) or remove this step",
+                    );
+                }
+                live = live.saturating_sub(1);
+                if let Target::Node(n) = target {
+                    removed.entry(n.number()).or_insert(step.line);
+                }
+            }
+            _ => {}
         }
 
         // Per-kind rules.
@@ -530,5 +604,121 @@ fn across(steps: &[(Step, StepSpans)], cx: &Context<'_>, errors: &mut Errors<'_>
                 }
             }
         }
+    }
+    let mut still: Vec<(&String, &Feed)> = feeds.iter().collect();
+    still.sort_by_key(|(cf, _)| *cf);
+    for (cf, feed) in still {
+        match feed {
+            Feed::Paused { line, at } => errors.add(
+                *at,
+                format!("changefeed `{cf}` is paused here (line {line}) and never resumed"),
+                "add a resume_changefeed step after it: the recovers checker wants every changefeed normal at the end",
+            ),
+            Feed::Removed { line, at } => errors.add(
+                *at,
+                format!("changefeed `{cf}` is removed here (line {line}) and never created again"),
+                "add a create_changefeed step after it: the checkers judge every declared changefeed at the end",
+            ),
+            Feed::Running | Feed::NotYet => {}
+        }
+    }
+}
+
+/// Where a declared changefeed stands at a point of the timeline.
+#[derive(Debug, Clone, Copy)]
+enum Feed {
+    /// Created later by a `create_changefeed` step.
+    NotYet,
+    Running,
+    /// Paused by the step at `line` (`at`: its offset).
+    Paused {
+        line: usize,
+        at: usize,
+    },
+    /// Removed by the step at `line`.
+    Removed {
+        line: usize,
+        at: usize,
+    },
+}
+
+/// Operations in a sensible order: a pause of a running changefeed, a
+/// resume of a paused one, a move of a running one to somewhere else than
+/// where it runs, a create of one that does not exist, a remove of one that
+/// does.
+fn operation_order(
+    step: &Step,
+    spans: &StepSpans,
+    cf: &str,
+    feed: &mut Feed,
+    errors: &mut Errors<'_>,
+) {
+    let at = spans.key("action");
+    let here = |line| Feed::Paused { line, at };
+    let state = |f: &Feed| match f {
+        Feed::NotYet => "not created yet".to_string(),
+        Feed::Running => "running".to_string(),
+        Feed::Paused { line, .. } => format!("paused (line {line})"),
+        Feed::Removed { line, .. } => format!("removed (line {line})"),
+    };
+    match (&step.kind, *feed) {
+        (StepKind::PauseChangefeed { .. }, Feed::Running) => *feed = here(step.line),
+        (StepKind::PauseChangefeed { .. }, Feed::Paused { line, .. }) => errors.add(
+            at,
+            format!("changefeed `{cf}` is already paused (line {line})"),
+            "resume it with resume_changefeed before pausing it again, or remove this step",
+        ),
+        (StepKind::ResumeChangefeed { .. }, Feed::Paused { .. }) => *feed = Feed::Running,
+        (StepKind::ResumeChangefeed { .. }, Feed::Running) => errors.add(
+            at,
+            format!("resume_changefeed of `{cf}`, which no earlier step paused"),
+            "add a pause_changefeed step before this one, or remove this step",
+        ),
+        (StepKind::MoveChangefeed { target, .. }, f) => {
+            if let Feed::Paused { line, .. } = f {
+                errors.add(
+                    at,
+                    format!("move_changefeed of `{cf}`, which is paused (line {line})"),
+                    "only a running changefeed moves; resume it first",
+                );
+            } else if !matches!(f, Feed::Running) {
+                errors.add(
+                    at,
+                    format!("move_changefeed of `{cf}`, which is {}", state(&f)),
+                    "only a running changefeed moves; create it first",
+                );
+            }
+            if *target == Target::MaintainerOf(cf.to_string()) {
+                errors.add(
+                    spans.value("target"),
+                    format!("`maintainer-of:{cf}` is where `{cf}` already runs"),
+                    format!("move it elsewhere, e.g. target = \"any-except:maintainer-of:{cf}\""),
+                );
+            }
+        }
+        (StepKind::CreateChangefeed { .. }, Feed::NotYet | Feed::Removed { .. }) => {
+            *feed = Feed::Running
+        }
+        (StepKind::CreateChangefeed { .. }, f) => errors.add(
+            at,
+            format!("create_changefeed of `{cf}`, which is {}", state(&f)),
+            "remove it first (remove_changefeed), or remove this step",
+        ),
+        (StepKind::RemoveChangefeed { .. }, Feed::Running | Feed::Paused { .. }) => {
+            *feed = Feed::Removed {
+                line: step.line,
+                at,
+            }
+        }
+        (StepKind::RemoveChangefeed { .. }, f) => errors.add(
+            at,
+            format!("remove_changefeed of `{cf}`, which is {}", state(&f)),
+            "create it first (create_changefeed), or remove this step",
+        ),
+        (_, f) => errors.add(
+            at,
+            format!("`{}` of `{cf}`, which is {}", step.kind.action(), state(&f)),
+            "create it first (create_changefeed), or remove this step",
+        ),
     }
 }

@@ -391,6 +391,26 @@ pub enum StepKind {
     DisableFailpoint { fault: String },
     /// Heal any fault injected by step `fault`.
     Heal { fault: String },
+    /// Pause a changefeed through the API (an operation: a user's act, not a fault).
+    PauseChangefeed { changefeed: String },
+    /// Resume a paused changefeed through the API (an operation).
+    ResumeChangefeed { changefeed: String },
+    /// Move a changefeed's maintainer to the node of `target` through the
+    /// API (TiCDC's move maintainer operator; an operation).
+    MoveChangefeed { changefeed: String, target: Target },
+    /// Create a declared changefeed through the API (an operation): one that
+    /// does not exist yet is created from the run's start, one that an
+    /// earlier step removed from the checkpoint it had then.
+    CreateChangefeed { changefeed: String },
+    /// Remove a changefeed through the API (an operation); the step ends
+    /// when the coordinator no longer lists it.
+    RemoveChangefeed { changefeed: String },
+    /// Scale out: start a new node in the next free slot (`cluster.nodes`
+    /// plus the `add_node` steps before it; an operation).
+    AddNode {},
+    /// Scale in: stop the node of `target` gracefully for good (it leaves
+    /// the membership; an operation).
+    RemoveNode { target: Target },
     /// Wait until a condition holds, at most `timeout`.
     #[serde(skip_deserializing)]
     Wait {
@@ -494,8 +514,21 @@ impl fmt::Display for StepKind {
                 "wait until {condition} (timeout {timeout}, then {on_timeout:?})"
             ),
             StepKind::Sleep { duration } => write!(f, "sleep {duration}"),
+            StepKind::PauseChangefeed { changefeed }
+            | StepKind::ResumeChangefeed { changefeed } => {
+                write!(f, "{} {changefeed}", self.action())
+            }
+            StepKind::MoveChangefeed { changefeed, target } => {
+                write!(f, "move_changefeed {changefeed} to {target}")
+            }
+            StepKind::CreateChangefeed { changefeed }
+            | StepKind::RemoveChangefeed { changefeed } => {
+                write!(f, "{} {changefeed}", self.action())
+            }
+            StepKind::RemoveNode { target } => write!(f, "remove_node {target}"),
             StepKind::StartWorkload {}
             | StepKind::StopWorkload {}
+            | StepKind::AddNode {}
             | StepKind::ResignCoordinator {} => f.write_str(self.action()),
         }
     }
@@ -555,6 +588,25 @@ impl StepKind {
         Action::from(self).into()
     }
 
+    /// The changefeed an operation acts on (pause, resume, move, create, remove).
+    pub fn operates_on(&self) -> Option<&str> {
+        match self {
+            StepKind::PauseChangefeed { changefeed }
+            | StepKind::ResumeChangefeed { changefeed }
+            | StepKind::MoveChangefeed { changefeed, .. }
+            | StepKind::CreateChangefeed { changefeed }
+            | StepKind::RemoveChangefeed { changefeed } => Some(changefeed),
+            _ => None,
+        }
+    }
+
+    /// Whether the step is a user's operation (on a changefeed or on the
+    /// cluster's size) rather than a fault.
+    pub fn is_operation(&self) -> bool {
+        self.operates_on().is_some()
+            || matches!(self, StepKind::AddNode {} | StepKind::RemoveNode { .. })
+    }
+
     /// The fault this step leaves open until healed, if any.
     pub fn opens_fault(&self) -> Option<FaultKind> {
         match self {
@@ -606,7 +658,9 @@ impl StepKind {
             | StepKind::RestartNode { target }
             | StepKind::KillNode { target, .. }
             | StepKind::PauseNode { target }
-            | StepKind::EnableFailpoint { target, .. } => out.extend(target.walk()),
+            | StepKind::EnableFailpoint { target, .. }
+            | StepKind::MoveChangefeed { target, .. }
+            | StepKind::RemoveNode { target } => out.extend(target.walk()),
             StepKind::Wait { condition, .. } => {
                 if let Some(t) = condition.target() {
                     out.extend(t.walk());

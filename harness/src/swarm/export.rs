@@ -31,7 +31,7 @@ pub fn checker_of(invariant: &str) -> &'static str {
 
 /// The role that sends messages of `kind` (message failpoints act on the
 /// sender's outgoing messages).
-fn sender_of(kind: &str, cf: &str) -> String {
+pub fn sender_of(kind: &str, cf: &str) -> String {
     match kind.parse::<MessageKind>() {
         Ok(
             MessageKind::AddMaintainer
@@ -87,6 +87,8 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
     let mut unmapped = Vec::new();
     let mut approx = Vec::new();
     let heal = plan.heal_ms;
+    // Changefeed -> when its exported pause ends (pauses and moves inside it are left out).
+    let mut paused_until: std::collections::HashMap<String, u64> = Default::default();
     let mut id = 0;
     let mut fp = |steps: &mut Vec<Timed>,
                   at: u64,
@@ -266,11 +268,44 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                 ),
                 Err(_) => unmapped.push(note),
             },
-            Action::Move { .. } => {
-                unmapped.push(format!("{note} (no step moves a changefeed)"));
+            Action::Move { changefeed, to } => {
+                if paused_until.get(changefeed).is_some_and(|end| at < *end) {
+                    unmapped.push(format!("{note} (the changefeed is paused then)"));
+                } else {
+                    steps.push(Timed {
+                        at_ms: at,
+                        note,
+                        body: format!(
+                            "action = \"move_changefeed\"\nchangefeed = \"{changefeed}\"\ntarget = \"{}\"\n",
+                            slot(to)
+                        ),
+                    });
+                }
             }
-            Action::PauseFeed { .. } | Action::Recreate { .. } => {
-                unmapped.push(format!("{note} (no step pauses or removes a changefeed)"));
+            Action::PauseFeed { changefeed, for_ms } => {
+                if paused_until.get(changefeed).is_some_and(|end| at < *end) {
+                    unmapped.push(format!("{note} (the changefeed is paused then)"));
+                } else {
+                    let end = (at + for_ms).min(heal);
+                    paused_until.insert(changefeed.clone(), end);
+                    steps.push(Timed {
+                        at_ms: at,
+                        note: note.clone(),
+                        body: format!(
+                            "action = \"pause_changefeed\"\nchangefeed = \"{changefeed}\"\n"
+                        ),
+                    });
+                    steps.push(Timed {
+                        at_ms: end,
+                        note: format!("end of: {note}"),
+                        body: format!(
+                            "action = \"resume_changefeed\"\nchangefeed = \"{changefeed}\"\n"
+                        ),
+                    });
+                }
+            }
+            Action::Recreate { .. } => {
+                unmapped.push(format!("{note} (no step removes or creates a changefeed)"));
             }
         }
     }
@@ -467,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn faults_map_to_their_steps_and_moves_are_listed_as_unmapped() {
+    fn faults_map_to_their_steps_and_recreations_are_listed_as_unmapped() {
         let mut plan = Plan::generate(3, Profile::Fix);
         plan.nodes = vec!["A".into(), "B".into(), "C".into()];
         plan.changefeeds = vec!["cf1".into()];
@@ -496,6 +531,27 @@ mod tests {
                 },
             ),
             swarm_event(5_000, Action::Resign),
+            swarm_event(
+                6_000,
+                Action::PauseFeed {
+                    changefeed: "cf1".into(),
+                    for_ms: 2_000,
+                },
+            ),
+            swarm_event(
+                7_000,
+                Action::PauseFeed {
+                    changefeed: "cf1".into(),
+                    for_ms: 2_000,
+                },
+            ),
+            swarm_event(
+                9_000,
+                Action::Recreate {
+                    changefeed: "cf1".into(),
+                    after_ms: 1_000,
+                },
+            ),
         ];
         let e = export(&plan, "sim-fix-3");
         assert!(
@@ -506,8 +562,25 @@ mod tests {
         );
         assert!(e.toml.contains("target = \"maintainer-of:cf1\"\nname = \"cdc-chaos/DelayMessageType\"\nvalue = \"1*return(MaintainerCloseRequest:4000)\""), "{}", e.toml);
         assert!(e.toml.contains("action = \"resign_coordinator\""));
-        assert_eq!(e.unmapped.len(), 1, "{:?}", e.unmapped);
-        assert!(e.toml.contains("# not mapped: move cf1 to C"));
+        assert!(
+            e.toml.contains(
+                "action = \"move_changefeed\"\nchangefeed = \"cf1\"\ntarget = \"node:3\""
+            ),
+            "{}",
+            e.toml
+        );
+        assert_eq!(e.toml.matches("action = \"pause_changefeed\"").count(), 1);
+        assert_eq!(e.toml.matches("action = \"resume_changefeed\"").count(), 1);
+        // The second pause falls inside the first; no step re-creates.
+        assert_eq!(e.unmapped.len(), 2, "{:?}", e.unmapped);
+        assert!(
+            e.toml
+                .contains("# not mapped: pause cf1 for 2000 ms (the changefeed is paused then)"),
+            "{}",
+            e.toml
+        );
+        assert!(e.toml.contains("# not mapped: remove cf1"), "{}", e.toml);
+        crate::scenario::parse_str(Path::new("sim-fix-3.toml"), &e.toml).expect("valid");
     }
 
     fn swarm_event(at_ms: u64, action: Action) -> cdc_system::swarm::Event {

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub mod export;
+pub use export::sender_of;
 
 use anyhow::{bail, Context, Result};
 use cdc_system::profile::Profile;

@@ -1,0 +1,127 @@
+//! Operations: what a user does through a node's API while faults happen
+//! (pause, resume, move, create and remove a changefeed). They are not
+//! faults: nothing heals them and no effect must show. A request goes to the
+//! coordinator's node first, then to the others (every node forwards
+//! changefeed requests to the coordinator). A refusal (4xx) fails the step at
+//! once; no answer or a 5xx (no coordinator, an operator in flight, a
+//! removal under way) is tried again every 500 ms for at most
+//! [`Request::timeout`], as a user's script would. A move to the node where
+//! the maintainer already runs has nothing to do: it is done.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use cdc_system::api::{ApiError, CreateChangefeed, MoveRequest};
+
+use super::world::World;
+use crate::slot::Slot;
+
+/// How long an operation is retried while the cluster cannot take it.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a create is retried: a removal of the same changefeed may still
+/// be waiting for a slow node's close (TTL plus removal delay and more).
+pub const CREATE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// One request of a user.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Pause(String),
+    Resume(String),
+    /// Move the changefeed's maintainer to this node ID.
+    Move(String, String),
+    Create(CreateChangefeed),
+    Remove(String),
+}
+
+impl Request {
+    fn path(&self) -> String {
+        match self {
+            Request::Pause(cf) => format!("/api/v2/changefeeds/{cf}/pause"),
+            Request::Resume(cf) => format!("/api/v2/changefeeds/{cf}/resume"),
+            Request::Move(cf, _) => format!("/api/v2/changefeeds/{cf}/move"),
+            Request::Create(_) => "/api/v2/changefeeds".to_string(),
+            Request::Remove(cf) => format!("/api/v2/changefeeds/{cf}"),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        match self {
+            Request::Create(_) => CREATE_TIMEOUT,
+            _ => OPERATION_TIMEOUT,
+        }
+    }
+
+    fn build(&self, http: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
+        match self {
+            Request::Move(_, to) => http.post(url).json(&MoveRequest {
+                target_node: to.clone(),
+            }),
+            Request::Create(body) => http.post(url).json(body),
+            Request::Remove(_) => http.delete(url),
+            Request::Pause(_) | Request::Resume(_) => http.post(url),
+        }
+    }
+}
+
+/// How a request was taken.
+#[derive(Debug)]
+pub struct Taken {
+    pub tries: u32,
+    /// Set when the request had nothing to do (why).
+    pub no_op: Option<String>,
+}
+
+/// Sends `req` until a node takes it.
+pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
+    let started = Instant::now();
+    let mut tries = 0;
+    loop {
+        let mut last = String::from("no node answered");
+        for slot in order(w).await {
+            tries += 1;
+            let Ok(node) = w.cluster.node(slot) else {
+                continue;
+            };
+            let url = format!("{}{}", node.api, req.path());
+            match req.build(w.probe.http(), url).send().await {
+                Err(e) => last = format!("node {slot}: {e}"),
+                Ok(resp) if resp.status().is_success() => return Ok(Taken { tries, no_op: None }),
+                Ok(resp) => {
+                    let status = resp.status();
+                    let why = match resp.json::<ApiError>().await {
+                        Ok(e) => format!("{}: {}", e.error_code, e.error_msg),
+                        Err(e) => format!("(no error body: {e})"),
+                    };
+                    if matches!(req, Request::Move(..)) && why.contains("already runs on") {
+                        return Ok(Taken {
+                            tries,
+                            no_op: Some(why),
+                        });
+                    }
+                    if status.is_client_error() {
+                        bail!("{req:?} refused by node {slot}: {status} {why}");
+                    }
+                    last = format!("node {slot}: {status} {why}");
+                }
+            }
+        }
+        if started.elapsed() >= req.timeout() {
+            bail!(
+                "{req:?} not taken within {} s ({tries} tries); last: {last}",
+                req.timeout().as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The coordinator's node first, then the other observed nodes in slot order.
+async fn order(w: &World) -> Vec<Slot> {
+    let v = w.view().await;
+    let first = v.coordinator_slot();
+    first
+        .into_iter()
+        .chain(v.nodes.iter().map(|n| n.slot).filter(|s| Some(*s) != first))
+        .collect()
+}
