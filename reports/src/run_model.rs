@@ -352,7 +352,7 @@ pub struct FaultWindow {
     pub effects: Vec<Effect>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadRecord {
     pub started_ms: u64,
     #[serde(default)]
@@ -360,6 +360,16 @@ pub struct WorkloadRecord {
     pub rows_written: u64,
     /// The commit ts of the last upstream change.
     pub last_commit_ts: u64,
+    /// The rate the scenario asked for (rows per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_rows_per_sec: Option<u32>,
+    /// When the first fault or operation of the run started (run clock)
+    /// and how many rows the workload had written by then: what the
+    /// *workload-floor* checker judges the run's validity by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_fault_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows_at_first_fault: Option<u64>,
 }
 
 /// What the data verifier found (reads Kafka bypassing every proxy).

@@ -100,6 +100,9 @@ fn base(scenario: &str, profile: &str) -> Run {
         stopped_ms: Some(WORKLOAD_STOP),
         rows_written: 3_000,
         last_commit_ts: upstream(WORKLOAD_STOP),
+        target_rows_per_sec: Some(100),
+        first_fault_ms: Some(5_000),
+        rows_at_first_fault: Some(500),
     });
     run
 }

@@ -13,6 +13,7 @@ pub mod no_broken_maintainer;
 pub mod no_data_loss;
 pub mod recovers;
 pub mod single_coordinator;
+pub mod workload_floor;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -74,6 +75,11 @@ pub const ALL: &[CheckerDef] = &[
     CheckerDef {
         name: faults_bit::NAME,
         check: faults_bit::check,
+        settles: Settles::AtTheEnd,
+    },
+    CheckerDef {
+        name: workload_floor::NAME,
+        check: workload_floor::check,
         settles: Settles::AtTheEnd,
     },
 ];
