@@ -14,12 +14,14 @@
 //! - [`run_model`]: the record of one run (`run.json`), re-exported from `reports`;
 //! - [`checker`]: invariant checkers, pure functions of a run;
 //! - [`swarm`]: `chaos sim`, seeded swarm runs of the simulated control plane;
+//! - [`explore`]: `chaos explore`, seeded fault schedules as scenario files;
 //! - [`runner`]: runs a scenario on real containers (generator, nemesis,
 //!   observer) and records the run for the checkers.
 
 pub mod checker;
 pub mod cluster;
 pub mod docker;
+pub mod explore;
 pub mod images;
 pub mod kafka;
 pub mod runner;

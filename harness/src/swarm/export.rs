@@ -304,8 +304,31 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                     });
                 }
             }
-            Action::Recreate { .. } => {
-                unmapped.push(format!("{note} (no step removes or creates a changefeed)"));
+            Action::Recreate {
+                changefeed,
+                after_ms,
+            } => {
+                if paused_until.get(changefeed).is_some_and(|end| at < *end) {
+                    unmapped.push(format!("{note} (the changefeed is paused or removed then)"));
+                } else {
+                    // Created again from its checkpoint, as the simulator does.
+                    let end = (at + after_ms).min(heal);
+                    paused_until.insert(changefeed.clone(), end);
+                    steps.push(Timed {
+                        at_ms: at,
+                        note: note.clone(),
+                        body: format!(
+                            "action = \"remove_changefeed\"\nchangefeed = \"{changefeed}\"\n"
+                        ),
+                    });
+                    steps.push(Timed {
+                        at_ms: end,
+                        note: format!("end of: {note}"),
+                        body: format!(
+                            "action = \"create_changefeed\"\nchangefeed = \"{changefeed}\"\n"
+                        ),
+                    });
+                }
             }
         }
     }
@@ -502,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn faults_map_to_their_steps_and_recreations_are_listed_as_unmapped() {
+    fn faults_map_to_their_steps_and_overlapping_pauses_are_listed_as_unmapped() {
         let mut plan = Plan::generate(3, Profile::Fix);
         plan.nodes = vec!["A".into(), "B".into(), "C".into()];
         plan.changefeeds = vec!["cf1".into()];
@@ -571,15 +594,20 @@ mod tests {
         );
         assert_eq!(e.toml.matches("action = \"pause_changefeed\"").count(), 1);
         assert_eq!(e.toml.matches("action = \"resume_changefeed\"").count(), 1);
-        // The second pause falls inside the first; no step re-creates.
-        assert_eq!(e.unmapped.len(), 2, "{:?}", e.unmapped);
+        // The second pause falls inside the first; the removal after it maps.
+        assert_eq!(e.unmapped.len(), 1, "{:?}", e.unmapped);
+        assert!(
+            e.toml.contains("action = \"remove_changefeed\"\nchangefeed = \"cf1\"")
+                && e.toml.contains("action = \"create_changefeed\"\nchangefeed = \"cf1\""),
+            "{}",
+            e.toml
+        );
         assert!(
             e.toml
                 .contains("# not mapped: pause cf1 for 2000 ms (the changefeed is paused then)"),
             "{}",
             e.toml
         );
-        assert!(e.toml.contains("# not mapped: remove cf1"), "{}", e.toml);
         crate::scenario::parse_str(Path::new("sim-fix-3.toml"), &e.toml).expect("valid");
     }
 
