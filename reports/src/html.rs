@@ -210,7 +210,11 @@ fn view(i: usize, run: &Run) -> RunView {
                 e.reason
             ),
             None => m.mode.as_str().to_string(),
-        },
+        } + &m
+            .replay_of
+            .as_ref()
+            .map(|r| format!("; a replay of {r} (its role targets resolved to the recorded nodes)"))
+            .unwrap_or_default(),
         bounds: format!(
             "recover {} ms, maintainer bootstrap {} ms, removal-only {} ms",
             run.bounds.recover_ms, run.bounds.maintainer_bootstrap_ms, run.bounds.removal_only_ms

@@ -6,6 +6,7 @@
 //! depends on this crate, and a recorded run is rendered from its file alone.
 
 pub mod anchor;
+pub mod explore;
 pub mod html;
 pub mod junit;
 pub mod logs;

@@ -83,6 +83,10 @@ pub struct RunMeta {
     /// replicating. `None` on runs recorded before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_ms: Option<u64>,
+    /// Set when the run re-executed a recorded one (`chaos run --dir`): the
+    /// record it replayed, whose role targets it resolved to the same nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
 }
 
 /// How much of a run is carried out once its verdict can no longer change.
@@ -512,6 +516,7 @@ impl Run {
                 mode: RunMode::Full,
                 stopped_early: None,
                 startup_ms: None,
+                replay_of: None,
             },
             bounds,
             changefeeds: Vec::new(),

@@ -79,7 +79,9 @@ enum Cmd {
         /// Where run.json files and the reports go.
         #[arg(long, default_value = "reports/out")]
         report_dir: PathBuf,
-        /// The catalog directory.
+        /// The catalog directory; or a run's directory (one holding a
+        /// `run.json` and its scenario file), which re-executes that run
+        /// with its recorded profile, seed and role resolutions.
         #[arg(long, default_value = "scenarios")]
         dir: PathBuf,
         /// Run every step and the whole recovery tail even once the verdict
@@ -136,6 +138,67 @@ enum Cmd {
         /// scenario file into this directory, for `chaos run --dir`.
         #[arg(long)]
         export: Option<PathBuf>,
+    },
+    /// Exploration on real containers: each run's fault schedule is generated
+    /// from (seed, run index) as an ordinary scenario file in the run's
+    /// directory, then run; failing runs are findings (replay them with
+    /// `chaos run --dir`, shrink them with `chaos shrink`). Writes
+    /// explore.html, explore.json, report.html. Exit 0 with no finding, 1
+    /// with findings, 3 when the harness failed.
+    Explore {
+        /// The behaviour profile.
+        #[arg(long, default_value = "hardened")]
+        profile: Profile,
+        /// The exploration's seed (run i uses (seed, i)).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How many runs (default 10 unless --budget is given).
+        #[arg(long)]
+        runs: Option<u64>,
+        /// Start no run after this long (e.g. "1h", "30m").
+        #[arg(long)]
+        budget: Option<harness::scenario::Dur>,
+        /// The first run index (runs go from here).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Runs at once (default: what this machine holds).
+        #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=16))]
+        jobs: Option<u16>,
+        /// Fault families, comma-separated, or `all`.
+        #[arg(long, default_value = "all")]
+        faults: harness::explore::generate::Families,
+        /// Where run directories and the pages go.
+        #[arg(long, default_value = "reports/out/explore")]
+        out: PathBuf,
+        /// Every run's step lines on stderr.
+        #[arg(long)]
+        verbose: bool,
+        /// Print run INDEX's generated scenario file and exit (starts nothing).
+        #[arg(long, value_name = "INDEX")]
+        print: Option<u64>,
+    },
+    /// Shrink a failing run (a run directory): remove, then weaken its
+    /// faults while a replay still fails the same way (checker and class).
+    /// Writes candidates under RUN_DIR/shrink and prints the smallest
+    /// schedule's directory and replay command.
+    Shrink {
+        /// The failing run's directory (run.json and its scenario file).
+        run_dir: PathBuf,
+        /// Stop trying candidates after this long.
+        #[arg(long, default_value = "30m")]
+        budget: harness::scenario::Dur,
+        /// Replays per candidate (kept when one shows the signature).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=10))]
+        trials: u16,
+        /// Replays of one candidate at once.
+        #[arg(short = 'j', long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=8))]
+        jobs: u16,
+        /// Replays of the smallest schedule at the end.
+        #[arg(long, default_value_t = 3)]
+        confirm: u16,
+        /// Every replay's step lines on stderr.
+        #[arg(long)]
+        verbose: bool,
     },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
@@ -345,6 +408,39 @@ struct RunRequest<'a> {
     summary: Option<&'a Path>,
 }
 
+/// `chaos run --dir RUN_DIR`: the recorded run as the one run of the plan.
+fn replay_plan(
+    names: &[String],
+    all: bool,
+    only: Option<Profile>,
+    dir: &Path,
+) -> Result<(scenario::Scenario, Profile, u64, harness::runner::Replay), ExitCode> {
+    if !names.is_empty() || all || only.is_some() {
+        eprintln!(
+            "chaos run: --dir {} is a recorded run: it replays that run alone under its profile; leave out scenario names, --all and --profile",
+            dir.display()
+        );
+        return Err(ExitCode::from(2));
+    }
+    match harness::explore::record::load(dir) {
+        Ok(r) => {
+            println!(
+                "==> replaying {} under {} (seed {}) from {}: {} recorded target resolution(s)",
+                r.scenario.name,
+                r.profile,
+                r.run.meta.seed,
+                r.dir.display(),
+                r.replay.targets.len()
+            );
+            Ok((r.scenario, r.profile, r.run.meta.seed, r.replay))
+        }
+        Err(e) => {
+            eprintln!("chaos run: {e:#}");
+            Err(ExitCode::from(EXIT_INVALID_SCENARIO))
+        }
+    }
+}
+
 /// One finished run of the plan.
 struct Done {
     index: usize,
@@ -368,11 +464,27 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         jobs,
         summary,
     } = req;
-    if names.is_empty() && !all {
-        eprintln!("chaos run: name scenarios or pass --all (see `chaos list`)");
+    let mut seed = seed;
+    let mut replay = None;
+    let mut plan: Vec<(scenario::Scenario, Profile)> = Vec::new();
+    if harness::explore::record::is_run_dir(dir) {
+        match replay_plan(names, all, only, dir) {
+            Ok((s, p, recorded_seed, r)) => {
+                seed = recorded_seed;
+                replay = Some(r);
+                plan.push((s, p));
+            }
+            Err(code) => return code,
+        }
+    } else if names.is_empty() && !all {
+        eprintln!("chaos run: name scenarios or pass --all (see `chaos list`), or give --dir RUN_DIR to replay a recorded run");
         return ExitCode::from(2);
     }
-    let paths = match scenario::files_in(dir) {
+    let paths = match replay.is_some() {
+        true => Ok(Vec::new()),
+        false => scenario::files_in(dir),
+    };
+    let paths = match paths {
         Ok(p) => p,
         Err(e) => {
             eprintln!("chaos: cannot read {}: {e}", dir.display());
@@ -394,7 +506,9 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         eprintln!("chaos run: {bad} invalid scenario file(s); nothing was started");
         return ExitCode::from(EXIT_INVALID_SCENARIO);
     }
-    let chosen: Vec<&scenario::Scenario> = if all {
+    let chosen: Vec<&scenario::Scenario> = if replay.is_some() {
+        Vec::new()
+    } else if all {
         catalog.iter().collect()
     } else {
         let mut out = Vec::new();
@@ -417,7 +531,6 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         }
         out
     };
-    let mut plan: Vec<(scenario::Scenario, Profile)> = Vec::new();
     for s in &chosen {
         for p in &s.cluster.profiles {
             if only.is_none_or(|o| o == *p) {
@@ -505,6 +618,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
                     seed,
                     progress,
                     mode,
+                    replay: replay.clone(),
                 };
                 set.spawn(async move {
                     let run = harness::runner::run(&s, p, &opts).await;
@@ -533,9 +647,9 @@ fn run_cmd(req: RunRequest) -> ExitCode {
             };
             let (s, p) = &plan[d.index];
             let out = report_dir.join(&s.name).join(p.as_str());
-            let written = std::fs::create_dir_all(&out)
+            let written = std::fs::read_to_string(&s.path)
                 .map_err(anyhow::Error::from)
-                .and_then(|_| Ok(std::fs::write(out.join("run.json"), d.run.to_json()?)?));
+                .and_then(|text| harness::explore::record::write(&out, &d.run, &s.name, &text));
             if let Err(e) = written {
                 line(format!("chaos: writing {}: {e:#}", out.display()));
             }
@@ -767,6 +881,8 @@ async fn real_main(cmd: Cmd) -> Result<()> {
         | Cmd::Check { .. }
         | Cmd::Report { .. }
         | Cmd::Run { .. }
+        | Cmd::Explore { .. }
+        | Cmd::Shrink { .. }
         | Cmd::Sim { .. } => {
             unreachable!("handled without a runtime")
         }
@@ -776,11 +892,30 @@ async fn real_main(cmd: Cmd) -> Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::Explore {
+        profile,
+        seed,
+        print: Some(index),
+        faults,
+        ..
+    } = &cli.cmd
+    {
+        let g = harness::explore::generate::generate(&harness::explore::generate::Spec {
+            profile: *profile,
+            seed: *seed,
+            index: *index,
+            families: faults.0.clone(),
+        });
+        print!("{}", g.toml);
+        return ExitCode::SUCCESS;
+    }
     if matches!(cli.cmd, Cmd::Sim { .. }) {
         // Thousands of simulated runs: their state machines' info lines
         // would drown the findings (RUST_LOG still wins).
         harness::init_tracing_at("error");
-    } else if matches!(cli.cmd, Cmd::Run { .. }) && std::io::stderr().is_terminal() {
+    } else if matches!(cli.cmd, Cmd::Explore { .. } | Cmd::Shrink { .. })
+        || (matches!(cli.cmd, Cmd::Run { .. }) && std::io::stderr().is_terminal())
+    {
         harness::init_tracing_at("warn");
     } else {
         harness::init_tracing();
@@ -835,6 +970,119 @@ fn main() -> ExitCode {
                 Ok(true) => ExitCode::from(1),
                 Err(e) => {
                     eprintln!("chaos sim: error: {e:#}");
+                    ExitCode::from(3)
+                }
+            };
+        }
+        Cmd::Explore {
+            profile,
+            seed,
+            runs,
+            budget,
+            from,
+            jobs,
+            faults,
+            out,
+            verbose,
+            print: None,
+        } => {
+            let req = harness::explore::ExploreRequest {
+                profile: *profile,
+                seed: *seed,
+                runs: match (runs, budget) {
+                    (None, None) => Some(10),
+                    (r, _) => *r,
+                },
+                budget: budget.map(|d| d.0),
+                jobs: jobs.map_or_else(harness::runner::default_jobs, usize::from),
+                families: faults.0.clone(),
+                out: out.clone(),
+                verbose: *verbose,
+                first_index: *from,
+            };
+            let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            return match rt.block_on(harness::explore::explore(&req)) {
+                Ok(s) => {
+                    let counts = s.counts();
+                    println!(
+                        "{} run(s) in {:.1} min under {}: {}",
+                        s.runs.len(),
+                        s.wall_ms as f64 / 60_000.0,
+                        s.profile,
+                        counts
+                            .iter()
+                            .map(|(k, v)| format!("{k} {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    let findings = s.findings();
+                    for (sig, runs) in &findings {
+                        println!(
+                            "finding {sig}: {} run(s), first {} (replay: chaos run --dir {}; shrink: chaos shrink {} --budget 30m)",
+                            runs.len(),
+                            runs[0].name,
+                            runs[0].dir,
+                            runs[0].dir
+                        );
+                    }
+                    println!("page {}", out.join("explore.html").display());
+                    if findings.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::from(1)
+                    }
+                }
+                Err(e) => {
+                    eprintln!("chaos explore: {e:#}");
+                    ExitCode::from(3)
+                }
+            };
+        }
+        Cmd::Shrink {
+            run_dir,
+            budget,
+            trials,
+            jobs,
+            confirm,
+            verbose,
+        } => {
+            if let Err(e) = harness::explore::shrink::check_dir(run_dir) {
+                eprintln!("chaos shrink: {e:#}");
+                return ExitCode::from(EXIT_INVALID_SCENARIO);
+            }
+            let req = harness::explore::shrink::ShrinkRequest {
+                dir: run_dir.clone(),
+                budget: budget.0,
+                trials: usize::from(*trials),
+                jobs: usize::from(*jobs),
+                confirm: usize::from(*confirm),
+                verbose: *verbose,
+            };
+            let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            return match rt.block_on(harness::explore::shrink::shrink(&req)) {
+                Ok(o) => {
+                    println!(
+                        "shrunk {}: {} -> {} fault unit(s) keeping {} ({} candidate(s), {} replay(s), {:.1} min)",
+                        run_dir.display(),
+                        o.faults_before,
+                        o.faults_after,
+                        o.signature,
+                        o.candidates,
+                        o.runs,
+                        o.elapsed.as_secs_f64() / 60.0
+                    );
+                    if o.confirmed.1 > 0 {
+                        println!(
+                            "the smallest schedule showed {} in {} of {} confirming replay(s)",
+                            o.signature, o.confirmed.0, o.confirmed.1
+                        );
+                    }
+                    println!("smallest: {}", o.best_dir.display());
+                    println!("replay:   chaos run --dir {}", o.best_dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("chaos shrink: {e:#}");
                     ExitCode::from(3)
                 }
             };

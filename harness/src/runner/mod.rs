@@ -60,7 +60,7 @@ use conditions::WaitStart;
 use nemesis::{Family, Fault, OpenFault};
 use observer::{Clock, Observer, Probe};
 use open_faults::OpenFaults;
-pub use progress::{default_jobs, Progress, RunOptions};
+pub use progress::{default_jobs, Progress, Replay, RunOptions};
 use world::World;
 
 /// The nodes' settings of `sc` under `profile` (built during validation).
@@ -104,6 +104,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
         run.meta.images.insert(i.name.into(), i.tag.into());
     }
     run.meta.mode = opts.mode;
+    run.meta.replay_of = opts.replay.as_ref().map(|r| r.from.clone());
     let prefix = format!("{} {}", sc.name, profile.as_str());
     let say = |msg: String| opts.progress.say(&prefix, &msg);
     say(format!(
@@ -214,6 +215,9 @@ struct Runner<'a> {
     /// Changefeeds removed by a step -> their checkpoint then (a later
     /// `create_changefeed` starts from it).
     removed_feeds: HashMap<String, u64>,
+    /// Faults a scale-in settled before its node left (their heal steps
+    /// have nothing left to do).
+    settled: std::collections::HashSet<String>,
 }
 
 impl<'a> Runner<'a> {
@@ -265,6 +269,7 @@ impl<'a> Runner<'a> {
             started,
             start_ts: 0,
             removed_feeds: HashMap::new(),
+            settled: Default::default(),
         };
         if let Err(e) = r.prepare().await {
             let Runner { w, run, .. } = r;
@@ -603,8 +608,27 @@ impl<'a> Runner<'a> {
     }
 
     /// Resolves a target against fresh views, retrying for a while when the
-    /// role has no holder yet (e.g. between coordinators).
+    /// role has no holder yet (e.g. between coordinators). A replay takes the
+    /// node the recorded run resolved this step's target to.
     async fn resolve(&mut self, target: &Target) -> Result<ResolvedTarget> {
+        let recorded = self
+            .opts
+            .replay
+            .as_ref()
+            .and_then(|r| r.targets.get(&self.next_step))
+            .and_then(|n| Slot::new(*n));
+        if let Some(slot) = recorded {
+            let v = self.w.view().await;
+            let node_id = v
+                .node(slot)
+                .and_then(|n| n.id.clone())
+                .unwrap_or_else(|| "unknown".into());
+            return Ok(ResolvedTarget {
+                spec: format!("{target} (replayed)"),
+                node: slot.number(),
+                node_id,
+            });
+        }
         let got = deadline::until(
             &mut (&mut *self, target),
             RESOLVE_TIMEOUT,
@@ -747,6 +771,12 @@ impl<'a> Runner<'a> {
             | StepKind::UnpauseNode { fault }
             | StepKind::DisableFailpoint { fault }
             | StepKind::Heal { fault } => {
+                if self.settled.contains(fault) {
+                    self.say(format_args!(
+                        "  `{fault}` was settled when its node was removed; nothing to heal"
+                    ));
+                    return Ok(StepDone::done());
+                }
                 let effects = self.heal(fault).await?;
                 Ok(StepDone {
                     effects,
@@ -814,6 +844,7 @@ impl<'a> Runner<'a> {
         let slot = Slot::new(t.node).ok_or_else(|| anyhow!("no slot {}", t.node))?;
         let mut down = false;
         for (fid, is_down) in self.open.on_slot(slot) {
+            self.settled.insert(fid.clone());
             if is_down {
                 self.open.remove(&fid);
                 self.close_window(&fid);

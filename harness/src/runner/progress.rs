@@ -13,6 +13,32 @@ pub struct RunOptions {
     /// `early` (the default) stops once the verdict is settled; `full` runs
     /// the whole timeline and recovery tail.
     pub mode: RunMode,
+    /// Re-execute a recorded run: its role targets resolve to the nodes
+    /// they resolved to then.
+    pub replay: Option<Replay>,
+}
+
+/// What a replay takes from the recorded run (`chaos run --dir RUN_DIR`).
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    /// Where the record came from (shown in the report).
+    pub from: String,
+    /// Step index -> the node slot its target resolved to.
+    pub targets: std::collections::BTreeMap<usize, u32>,
+}
+
+impl Replay {
+    /// The resolutions recorded in `run`.
+    pub fn of(run: &crate::run_model::Run, from: &str) -> Replay {
+        Replay {
+            from: from.to_string(),
+            targets: run
+                .steps
+                .iter()
+                .filter_map(|s| s.target.as_ref().map(|t| (s.index, t.node)))
+                .collect(),
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -21,6 +47,7 @@ impl Default for RunOptions {
             seed: 1,
             progress: Progress::Lines,
             mode: RunMode::Early,
+            replay: None,
         }
     }
 }
@@ -41,12 +68,15 @@ pub enum Progress {
     /// The run's line of a terminal progress display: the current step is
     /// its message.
     Bar(indicatif::ProgressBar),
+    /// Nothing (many runs at once report only their ends, e.g. `chaos explore`).
+    Quiet,
 }
 
 impl Progress {
     pub fn say(&self, prefix: &str, msg: &str) {
         match self {
             Progress::Lines => eprintln!("[{prefix}] {msg}"),
+            Progress::Quiet => {}
             Progress::Bar(b) => {
                 // Indented lines are details of the step shown already.
                 if !msg.starts_with("  ") {

@@ -597,8 +597,10 @@ mod tests {
         // The second pause falls inside the first; the removal after it maps.
         assert_eq!(e.unmapped.len(), 1, "{:?}", e.unmapped);
         assert!(
-            e.toml.contains("action = \"remove_changefeed\"\nchangefeed = \"cf1\"")
-                && e.toml.contains("action = \"create_changefeed\"\nchangefeed = \"cf1\""),
+            e.toml
+                .contains("action = \"remove_changefeed\"\nchangefeed = \"cf1\"")
+                && e.toml
+                    .contains("action = \"create_changefeed\"\nchangefeed = \"cf1\""),
             "{}",
             e.toml
         );

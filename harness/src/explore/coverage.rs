@@ -1,0 +1,200 @@
+//! What a set of runs touched: for every fault and operation, its kind, the
+//! role its target was written as, and the phase the system was in when it
+//! came (read off the sample at or just before it). A night's matrix shows
+//! what was exercised and what never was.
+
+use std::collections::BTreeMap;
+
+use crate::run_model::{Run, Sample};
+
+/// The phases a fault can meet, in the order they are told apart.
+pub const PHASES: &[&str] = &[
+    "election",
+    "cascade-close",
+    "warning",
+    "bootstrap",
+    "steady",
+];
+
+/// The phase of the system at `t_ms` of `run`.
+pub fn phase_at(run: &Run, t_ms: u64) -> &'static str {
+    let Some(i) = run.samples.iter().rposition(|s| s.t_ms <= t_ms) else {
+        return "steady";
+    };
+    let s = &run.samples[i];
+    // The sample some 3 s earlier: a coordinator that changed since then
+    // means an election is under way or just ended.
+    let earlier: Option<&Sample> = run.samples[..i]
+        .iter()
+        .rev()
+        .find(|e| e.t_ms + 3_000 <= s.t_ms)
+        .or(run.samples.first());
+    let coord = |s: &Sample| s.coordinator.as_ref().map(|c| c.version);
+    if s.coordinator.is_none() || earlier.is_some_and(|e| coord(e) != coord(s)) {
+        return "election";
+    }
+    let maintainers = || s.nodes.iter().flat_map(|n| n.maintainers.iter());
+    if maintainers().any(|m| m.removal_only || m.removing) {
+        return "cascade-close";
+    }
+    if s.changefeeds
+        .iter()
+        .any(|c| c.state == "warning" || c.state == "failed")
+    {
+        return "warning";
+    }
+    if maintainers().any(|m| !m.bootstrap_done)
+        || s.changefeeds
+            .iter()
+            .any(|c| c.scheduling != "replicating" && c.state == "normal")
+    {
+        return "bootstrap";
+    }
+    "steady"
+}
+
+/// The role a target was written as: `maintainer-of:cf1` is
+/// `maintainer-of`, `any-except:...` is `any-except`, a slot is `node`.
+pub fn role_of(spec: &str) -> String {
+    let spec = spec.trim_end_matches(" (replayed)");
+    let head = spec.split(':').next().unwrap_or(spec);
+    match head {
+        "node" => "node".into(),
+        "" => "cluster".into(),
+        other => other.to_string(),
+    }
+}
+
+/// One fault or operation of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch {
+    pub kind: String,
+    pub role: String,
+    pub phase: &'static str,
+}
+
+/// Every fault and operation of `run`, with its role and phase.
+pub fn touches(run: &Run) -> Vec<Touch> {
+    let mut out = Vec::new();
+    for s in &run.steps {
+        let is_fault = run
+            .faults
+            .iter()
+            .any(|f| f.injected_ms == s.started_ms && f.action == s.action)
+            || OPERATIONS.contains(&s.action.as_str());
+        if !is_fault || s.outcome != crate::run_model::StepOutcome::Done {
+            continue;
+        }
+        let kind = match s.action.as_str() {
+            "add_toxic" => format!("toxic {}", toxic_of(&s.detail)),
+            "partition" => format!(
+                "partition from {}",
+                s.detail.rsplit(' ').next().unwrap_or("?")
+            ),
+            "enable_failpoint" => format!("failpoint {}", failpoint_of(&s.detail)),
+            a => a.to_string(),
+        };
+        out.push(Touch {
+            kind,
+            role: s
+                .target
+                .as_ref()
+                .map_or_else(|| "cluster".to_string(), |t| role_of(&t.spec)),
+            phase: phase_at(run, s.started_ms),
+        });
+    }
+    out
+}
+
+/// The operations (users' acts) among the actions.
+const OPERATIONS: &[&str] = &[
+    "pause_changefeed",
+    "resume_changefeed",
+    "move_changefeed",
+    "create_changefeed",
+    "remove_changefeed",
+    "add_node",
+    "remove_node",
+];
+
+/// `add_toxic Latency { .. } on <target>'s <link> link (...)` -> `latency on <link>`.
+fn toxic_of(detail: &str) -> String {
+    let ty: String = detail
+        .trim_start_matches("add_toxic ")
+        .chars()
+        .take_while(|c| c.is_alphanumeric())
+        .collect::<String>()
+        .to_lowercase();
+    let link = detail
+        .find(" link")
+        .and_then(|i| detail[..i].rsplit(' ').next())
+        .unwrap_or("?");
+    format!("{ty} on {link}")
+}
+
+/// `enable_failpoint <name>=<value> on <target>` -> the short name.
+fn failpoint_of(detail: &str) -> String {
+    let name = detail
+        .split_whitespace()
+        .nth(1)
+        .and_then(|nv| nv.split('=').next())
+        .unwrap_or("?");
+    name.rsplit('/').next().unwrap_or(name).to_string()
+}
+
+/// Counts per (kind, role, phase) over many runs.
+pub fn matrix(runs: &[Run]) -> BTreeMap<(String, String, String), u32> {
+    let mut m = BTreeMap::new();
+    for r in runs {
+        for t in touches(r) {
+            *m.entry((t.kind, t.role, t.phase.to_string())).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+
+    #[test]
+    fn phases_are_read_off_the_samples() {
+        let mut run = fixtures::healthy();
+        // t = 2 s: before the fixture's fault, replicating and normal.
+        let t = run.samples[2].t_ms;
+        assert_eq!(phase_at(&run, t), "steady");
+        run.samples[2].changefeeds[0].state = "warning".into();
+        assert_eq!(phase_at(&run, t), "warning");
+        let mut r = fixtures::maintainer(4, false, true, 0);
+        r.removing = true;
+        run.samples[2].nodes[0].maintainers.push(r);
+        assert_eq!(phase_at(&run, t), "cascade-close");
+        run.samples[2].coordinator = None;
+        assert_eq!(phase_at(&run, t), "election");
+        // The fixture's own warning window (7 s to 17 s).
+        assert_eq!(phase_at(&fixtures::healthy(), 7_500), "warning");
+    }
+
+    #[test]
+    fn roles_drop_their_arguments() {
+        assert_eq!(role_of("maintainer-of:cf1"), "maintainer-of");
+        assert_eq!(role_of("any-except:coordinator,node-of:x"), "any-except");
+        assert_eq!(role_of("node:3 (replayed)"), "node");
+        assert_eq!(role_of("coordinator"), "coordinator");
+    }
+
+    #[test]
+    fn toxics_and_failpoints_name_their_kind() {
+        assert_eq!(
+            toxic_of("add_toxic Latency { latency: 500, jitter: 0 } on dispatcher-host-of:cf1's kafka link (Both, toxicity 1)"),
+            "latency on kafka"
+        );
+        assert_eq!(
+            failpoint_of(
+                "enable_failpoint cdc-chaos/DelayCascadeRemove=1*return(4000) on maintainer-of:cf1"
+            ),
+            "DelayCascadeRemove"
+        );
+    }
+}

@@ -1,0 +1,828 @@
+//! The schedule generator of `chaos explore`: `(seed, run index)` becomes one
+//! ordinary scenario file, before the run starts. Generation is pure: the
+//! same inputs give byte-identical text, and every file passes `chaos
+//! validate` (both tested over many seeds).
+//!
+//! The shape follows Jepsen's packages and swarm testing: each run enables a
+//! random non-empty subset of the fault families allowed (`--faults`), draws
+//! 2 to 5 faults of them at random offsets in the fault phase (12 s to 72 s
+//! into the run), each with a duration at one of the system's own
+//! boundaries (the session TTL, TTL plus removal delay, the backoff, the
+//! Kafka write timeout, each minus and plus a margin), lets them overlap
+//! (but never two process faults, two broker restarts, the same failpoint
+//! twice, or two operations on one changefeed at once), heals every fault by
+//! the end of the phase, and ends with a quiet phase in which every
+//! changefeed must advance. Targets are roles (`coordinator`,
+//! `maintainer-of:cf`, `dispatcher-host-of:cf`, `any`, ...), resolved when
+//! the step runs and recorded in `run.json`, so a replay uses the same nodes.
+
+use std::fmt::Write as _;
+
+use cdc_system::failpoint::Failpoint;
+use cdc_system::messages::MessageKind;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strum::IntoEnumIterator;
+
+use crate::scenario::Profile;
+
+/// A fault family of the generator (`--faults` names them; `all` is every one).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::EnumIter,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::Display,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[strum(serialize_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// A Toxiproxy toxic on a node's Kafka link (latency, timeout, ...).
+    KafkaLink,
+    /// A toxic on a node's etcd, upstream or inbound peer link.
+    OtherLink,
+    /// A node cut off etcd, Kafka, the upstream or its peers.
+    Partition,
+    /// Kill -9 (down until healed), pause, or a graceful restart of a node.
+    Process,
+    /// The coordinator resigns.
+    Resign,
+    /// The Kafka broker stops and starts again.
+    Broker,
+    /// A sink error on a node's dispatcher managers (the seed's trigger).
+    SinkError,
+    /// Control messages of one type delayed, duplicated or dropped.
+    Message,
+    /// The control plane's other failpoints (cascade, close, retry placement...).
+    Failpoint,
+    /// A user's operation: pause/resume, move, remove/create a changefeed,
+    /// add or remove a node.
+    Operation,
+}
+
+impl Family {
+    /// Every family's name, for `--faults` and its error.
+    pub fn names() -> Vec<&'static str> {
+        Family::iter().map(|f| f.into()).collect()
+    }
+
+    /// Parses `kind,kind` or `all`.
+    pub fn parse_list(s: &str) -> Result<Vec<Family>, String> {
+        if s.trim() == "all" {
+            return Ok(Family::iter().collect());
+        }
+        let mut out = Vec::new();
+        for k in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+            let f: Family = k.parse().map_err(|_| {
+                format!(
+                    "unknown fault family `{k}` in --faults; use `all` or a comma-separated list of: {}",
+                    Family::names().join(", ")
+                )
+            })?;
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+        if out.is_empty() {
+            return Err(format!(
+                "--faults names no family; use `all` or some of: {}",
+                Family::names().join(", ")
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// A `--faults` list, parsed ([`Family::parse_list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Families(pub Vec<Family>);
+
+impl std::str::FromStr for Families {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Families, String> {
+        Family::parse_list(s).map(Families)
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub profile: Profile,
+    pub seed: u64,
+    pub index: u64,
+    /// The families this exploration allows (each run enables a subset).
+    pub families: Vec<Family>,
+}
+
+/// A generated run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    /// `explore-<profile>-<seed>-<index>`: the scenario's name and file stem.
+    pub name: String,
+    pub toml: String,
+    /// The families this run enabled.
+    pub enabled: Vec<Family>,
+    /// Faults and operations drawn.
+    pub faults: usize,
+}
+
+/// Where the fault phase lies (ms from t = 0) and when every fault is healed.
+const PHASE_START_MS: u64 = 12_000;
+const PHASE_END_MS: u64 = 72_000;
+const HEAL_BY_MS: u64 = 80_000;
+
+/// The cluster's timing one run draws (all within the system's bounds).
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    ttl_s: u64,
+    removal_delay_ms: u64,
+    backoff_ms: u64,
+}
+
+/// The Kafka write timeout every changefeed's sink URI sets
+/// (`runner::provision::create_request`).
+const KAFKA_WRITE_TIMEOUT_MS: u64 = 5_000;
+
+impl Timing {
+    /// Durations at the system's boundaries, each minus and plus a margin.
+    fn boundaries(&self) -> Vec<u64> {
+        let margin = 1_500;
+        let ttl = self.ttl_s * 1000;
+        let mut out = vec![2_000];
+        for b in [
+            ttl,
+            ttl + self.removal_delay_ms,
+            self.backoff_ms,
+            KAFKA_WRITE_TIMEOUT_MS,
+        ] {
+            out.push(b.saturating_sub(margin).max(500));
+            out.push(b + margin);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Decision `i` of a run comes from this RNG, seeded by `(seed, index)`
+/// alone (SplitMix64 of the pair), so no state outside the inputs shifts it.
+fn rng_of(seed: u64, index: u64) -> StdRng {
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(index.wrapping_add(1).wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    StdRng::seed_from_u64(z ^ (z >> 31))
+}
+
+/// One drawn fault: when, what it injects and what heals it.
+struct Draft {
+    start_ms: u64,
+    /// `None` for one-shot faults.
+    end_ms: Option<u64>,
+    /// What the fault is (`process`, `api`: needs a node's API, `role:cf`:
+    /// targets a role of changefeed cf, `fp:name`, `op:cf`, `broker`).
+    tags: Vec<String>,
+    /// Tags of faults this one must not overlap.
+    avoid: Vec<String>,
+    /// The inject step's body (without `id` and `at`).
+    inject: String,
+    /// The healing step's body given the fault id.
+    heal: Option<fn(&str) -> String>,
+    /// A second body healing an operation (resume, create again).
+    heal_op: Option<String>,
+    note: String,
+}
+
+fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
+    &xs[rng.random_range(0..xs.len())]
+}
+
+/// Weighted choice of the enabled families: the sink and Kafka families
+/// (TiCDC's warning path, where the seed bug lives) weigh most.
+fn weight(f: Family) -> u32 {
+    match f {
+        Family::KafkaLink | Family::SinkError => 4,
+        Family::Message | Family::Process | Family::Operation => 3,
+        Family::Failpoint | Family::Partition => 2,
+        Family::OtherLink | Family::Resign | Family::Broker => 1,
+    }
+}
+
+fn dur(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("\"{}s\"", ms / 1000)
+    } else {
+        format!("\"{ms}ms\"")
+    }
+}
+
+/// Generates the run `spec` names.
+pub fn generate(spec: &Spec) -> Generated {
+    let mut rng = rng_of(spec.seed, spec.index);
+    let name = format!("explore-{}-{}-{}", spec.profile, spec.seed, spec.index);
+
+    // Swarm: a random non-empty subset of the allowed families.
+    let mut allowed = spec.families.clone();
+    allowed.sort();
+    allowed.dedup();
+    let mut enabled: Vec<Family> = allowed
+        .iter()
+        .copied()
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
+    if enabled.is_empty() && !allowed.is_empty() {
+        enabled.push(*pick(&mut rng, &allowed));
+    }
+
+    let nodes: u32 = rng.random_range(3..=4);
+    let feeds: Vec<String> = (1..=rng.random_range(1..=2u32))
+        .map(|i| format!("cf{i}"))
+        .collect();
+    let timing = Timing {
+        ttl_s: *pick(&mut rng, &[6, 10]),
+        removal_delay_ms: *pick(&mut rng, &[2_000, 5_000]),
+        backoff_ms: *pick(&mut rng, &[4_000, 8_000]),
+    };
+    let bounds = timing.boundaries();
+
+    let count = if enabled.is_empty() {
+        0
+    } else {
+        rng.random_range(2..=5)
+    };
+    let mut drafts: Vec<Draft> = Vec::new();
+    let mut slots = nodes;
+    let mut live = nodes;
+    let total: u32 = enabled.iter().map(|f| weight(*f)).sum();
+    for _ in 0..count {
+        // A few tries to place a fault that overlaps nothing exclusive.
+        for _try in 0..8 {
+            let mut w = rng.random_range(0..total);
+            let mut family = enabled[0];
+            for f in &enabled {
+                if w < weight(*f) {
+                    family = *f;
+                    break;
+                }
+                w -= weight(*f);
+            }
+            let start = rng.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500;
+            let len = *pick(&mut rng, &bounds);
+            let end = (start + len).min(HEAL_BY_MS);
+            let cf = pick(&mut rng, &feeds).clone();
+            let d = draw(
+                family, &mut rng, &cf, start, end, &mut slots, &mut live, nodes,
+            );
+            let Some(d) = d else { continue };
+            let clash = drafts.iter().any(|o| {
+                let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
+                (excludes(o, &d) || excludes(&d, o))
+                    && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + 1_000
+                    && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + 1_000
+            });
+            if clash {
+                undraw(&d, &mut slots, &mut live);
+                continue;
+            }
+            drafts.push(d);
+            break;
+        }
+    }
+    drafts.sort_by_key(|d| d.start_ms);
+    let faults = drafts.len();
+
+    // Steps by time: injections at their start, heals at their end.
+    struct Timed {
+        at: u64,
+        order: usize,
+        body: String,
+    }
+    let mut steps: Vec<Timed> = Vec::new();
+    for (i, d) in drafts.iter().enumerate() {
+        let id = format!("f{}", i + 1);
+        steps.push(Timed {
+            at: d.start_ms,
+            order: 2 * i,
+            body: format!("# {}\nid = \"{id}\"\n{}", d.note, d.inject),
+        });
+        let end = d.end_ms.unwrap_or(d.start_ms);
+        if let Some(heal) = d.heal {
+            steps.push(Timed {
+                at: end,
+                order: 2 * i + 1,
+                body: heal(&id),
+            });
+        }
+        if let Some(h) = &d.heal_op {
+            steps.push(Timed {
+                at: end,
+                order: 2 * i + 1,
+                body: h.clone(),
+            });
+        }
+    }
+    steps.sort_by_key(|s| (s.at, s.order));
+
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# Generated by `chaos explore` (profile {}, seed {}, run {}); the same",
+        spec.profile, spec.seed, spec.index
+    );
+    let _ = writeln!(
+        t,
+        "# inputs give these bytes again. Replay the recorded run with `chaos run --dir <run dir>`."
+    );
+    let _ = writeln!(t, "name = \"{name}\"");
+    let fams: Vec<&str> = enabled.iter().map(|f| (*f).into()).collect();
+    let _ = writeln!(
+        t,
+        "description = \"\"\"\nAn explored schedule: {faults} fault(s) and operation(s) of the families\n{} on {nodes} nodes and {} changefeed(s), healed by {} s,\nthen a quiet phase in which every changefeed must advance.\n\"\"\"\n",
+        if fams.is_empty() {
+            "(none)".to_string()
+        } else {
+            fams.join(", ")
+        },
+        feeds.len(),
+        HEAL_BY_MS / 1000
+    );
+    let _ = writeln!(t, "[cluster]\nnodes = {nodes}");
+    let _ = writeln!(t, "profiles = [\"{}\"]\n", spec.profile);
+    let _ = writeln!(t, "[cluster.timing]");
+    let _ = writeln!(t, "session_ttl = \"{}s\"", timing.ttl_s);
+    let _ = writeln!(t, "removal_delay = {}", dur(timing.removal_delay_ms));
+    let _ = writeln!(t, "backoff_initial = {}", dur(timing.backoff_ms));
+    let _ = writeln!(t, "backoff_max = {}", dur(timing.backoff_ms * 2));
+    let _ = writeln!(t, "sample_period = \"500ms\"\n");
+    for cf in &feeds {
+        let _ = writeln!(t, "[[changefeed]]\nname = \"{cf}\"\n");
+    }
+    let _ = writeln!(t, "[expect]\n{} = \"pass\"\n", spec.profile);
+    let _ = writeln!(t, "[deadlines]\nrun = \"4m\"\nrecover = \"90s\"\n");
+    let _ = writeln!(t, "[[step]]\naction = \"start_workload\"\n");
+    for cf in &feeds {
+        let _ = writeln!(
+            t,
+            "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"60s\"\non_timeout = \"abort\"\n"
+        );
+    }
+    for s in &steps {
+        let _ = writeln!(t, "[[step]]\nat = {}\n{}", dur(s.at), s.body);
+    }
+    for cf in &feeds {
+        let _ = writeln!(
+            t,
+            "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"90s\"\n"
+        );
+    }
+    let _ = writeln!(t, "[[step]]\naction = \"stop_workload\"");
+    Generated {
+        name,
+        toml: t,
+        enabled,
+        faults,
+    }
+}
+
+/// Gives back what a draft that is not kept took (slots, live nodes).
+fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
+    if d.inject.contains("action = \"add_node\"") {
+        *slots -= 1;
+        *live -= 1;
+    }
+    if d.inject.contains("action = \"remove_node\"") {
+        *live += 1;
+    }
+}
+
+/// A role target for a fault on one node.
+fn role(rng: &mut StdRng, cf: &str) -> String {
+    pick(
+        rng,
+        &[
+            "coordinator".to_string(),
+            format!("maintainer-of:{cf}"),
+            format!("dispatcher-host-of:{cf}"),
+            "any".to_string(),
+            "any-except:coordinator".to_string(),
+        ],
+    )
+    .clone()
+}
+
+impl Draft {
+    fn tagged(mut self, tags: &[&str], avoid: &[&str]) -> Draft {
+        self.tags.extend(tags.iter().map(|t| t.to_string()));
+        self.avoid.extend(avoid.iter().map(|t| t.to_string()));
+        self
+    }
+}
+
+/// What every fault on a node that needs its API (a failpoint, a resign)
+/// is tagged and avoids: the node may not be down or frozen then.
+const API: (&[&str], &[&str]) = (&["api"], &["process"]);
+/// A process fault (kill, pause, restart, scale-in or out): one at a time,
+/// and never while a fault needs a node's API.
+const PROCESS: (&[&str], &[&str]) = (&["process"], &["process", "api"]);
+
+#[allow(clippy::too_many_arguments)]
+fn draw(
+    family: Family,
+    rng: &mut StdRng,
+    cf: &str,
+    start: u64,
+    end: u64,
+    slots: &mut u32,
+    live: &mut u32,
+    nodes: u32,
+) -> Option<Draft> {
+    let window = |inject: String, heal: fn(&str) -> String, note: String| Draft {
+        start_ms: start,
+        end_ms: Some(end),
+        tags: Vec::new(),
+        avoid: Vec::new(),
+        inject,
+        heal: Some(heal),
+        heal_op: None,
+        note,
+    };
+    let once = |inject: String, note: String| Draft {
+        start_ms: start,
+        end_ms: None,
+        tags: Vec::new(),
+        avoid: Vec::new(),
+        inject,
+        heal: None,
+        heal_op: None,
+        note,
+    };
+    let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
+    let toxic = |rng: &mut StdRng| -> (String, String) {
+        match rng.random_range(0..7) {
+            0 | 1 => {
+                let ms = *pick(rng, &[500u64, 2_000, 6_000]);
+                (
+                    format!("{{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}"),
+                    format!("{ms} ms latency"),
+                )
+            }
+            2 | 3 => (
+                "{ type = \"timeout\", attributes = { timeout = 0 } }".into(),
+                "an i/o timeout (data held)".into(),
+            ),
+            4 => (
+                "{ type = \"reset_peer\", attributes = { timeout = 0 } }".into(),
+                "connections reset".into(),
+            ),
+            5 => (
+                "{ type = \"bandwidth\", attributes = { rate = 16 } }".into(),
+                "16 KB/s bandwidth".into(),
+            ),
+            _ => (
+                "{ type = \"slicer\", attributes = { average_size = 64, size_variation = 32, delay = 20 } }"
+                    .into(),
+                "sliced packets".into(),
+            ),
+        }
+    };
+    let remove_toxic: fn(&str) -> String =
+        |id| format!("action = \"remove_toxic\"\nfault = \"{id}\"\n");
+    let heal_any: fn(&str) -> String = |id| format!("action = \"heal\"\nfault = \"{id}\"\n");
+    let disable: fn(&str) -> String =
+        |id| format!("action = \"disable_failpoint\"\nfault = \"{id}\"\n");
+    let failpoint = |target: &str, name: &str, value: &str| {
+        format!(
+            "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
+        )
+    };
+    let role_tag = format!("role:{cf}");
+    let op_tag = format!("op:{cf}");
+    let mut d = match family {
+        Family::KafkaLink => {
+            let target = pick(
+                rng,
+                &[
+                    format!("dispatcher-host-of:{cf}"),
+                    format!("maintainer-of:{cf}"),
+                    "any".to_string(),
+                ],
+            )
+            .clone();
+            let (t, what) = toxic(rng);
+            window(
+                format!("action = \"add_toxic\"\ntarget = \"{target}\"\nlink = \"kafka\"\ntoxic = {t}\n"),
+                remove_toxic,
+                format!("{what} on the Kafka link of {target} for {}", secs(end - start)),
+            )
+        }
+        Family::OtherLink => {
+            let target = role(rng, cf);
+            let link = *pick(rng, &["etcd", "upstream", "peers"]);
+            let (t, what) = toxic(rng);
+            window(
+                format!("action = \"add_toxic\"\ntarget = \"{target}\"\nlink = \"{link}\"\ntoxic = {t}\n"),
+                remove_toxic,
+                format!("{what} on the {link} link of {target} for {}", secs(end - start)),
+            )
+        }
+        Family::Partition => {
+            let target = role(rng, cf);
+            let from = *pick(rng, &["etcd", "kafka", "upstream", "peers"]);
+            let d = window(
+                format!("action = \"partition\"\ntarget = \"{target}\"\nfrom = \"{from}\"\n"),
+                heal_any,
+                format!("{target} cut off {from} for {}", secs(end - start)),
+            )
+            .tagged(&["partition"], &["partition"]);
+            // A partition from peers sets a failpoint on the node too.
+            if from == "peers" {
+                d.tagged(API.0, API.1)
+            } else {
+                d
+            }
+        }
+        Family::Process => {
+            let target = role(rng, cf);
+            let d = match rng.random_range(0..3) {
+                0 => window(
+                    format!("action = \"kill_node\"\ntarget = \"{target}\"\n"),
+                    |id| format!("action = \"start_node\"\nfault = \"{id}\"\n"),
+                    format!("kill -9 {target}, down for {}", secs(end - start)),
+                ),
+                1 => window(
+                    format!("action = \"pause_node\"\ntarget = \"{target}\"\n"),
+                    |id| format!("action = \"unpause_node\"\nfault = \"{id}\"\n"),
+                    format!("freeze {target} for {}", secs(end - start)),
+                ),
+                _ => once(
+                    format!("action = \"restart_node\"\ntarget = \"{target}\"\n"),
+                    format!("restart {target}"),
+                ),
+            };
+            d.tagged(PROCESS.0, PROCESS.1)
+        }
+        Family::Resign => once(
+            "action = \"resign_coordinator\"\n".into(),
+            "the coordinator resigns".into(),
+        )
+        .tagged(API.0, API.1),
+        Family::Broker => {
+            let down = *pick(rng, &[2_000u64, 6_000]);
+            Draft {
+                end_ms: Some(start + down),
+                ..once(
+                    format!("action = \"restart_kafka\"\ndown_for = {}\n", dur(down)),
+                    format!("the broker stops for {}", secs(down)),
+                )
+            }
+            .tagged(&["broker"], &["broker"])
+        }
+        Family::SinkError => {
+            let target = pick(
+                rng,
+                &[
+                    format!("dispatcher-host-of:{cf}"),
+                    format!("maintainer-of:{cf}"),
+                ],
+            )
+            .clone();
+            let name = Failpoint::KafkaAsyncSendError.name();
+            let fp = format!("fp:{name}");
+            window(
+                failpoint(&target, name, "return(true)"),
+                disable,
+                format!("sink errors on {target} for {}", secs(end - start)),
+            )
+            .tagged(API.0, API.1)
+            .tagged(&[&fp], &[&fp])
+        }
+        Family::Message => {
+            let kinds: Vec<MessageKind> = MessageKind::iter().collect();
+            let kind = *pick(rng, &kinds);
+            let target = crate::swarm::sender_of(&kind.to_string(), cf);
+            let (name, value, what) = match rng.random_range(0..3) {
+                0 => {
+                    let ms = *pick(rng, &[1_000u64, 4_000, 9_000]);
+                    (
+                        Failpoint::DelayMessageType.name(),
+                        format!("1*return({kind}:{ms})"),
+                        format!("one {kind} from {target} held {}", secs(ms)),
+                    )
+                }
+                1 => (
+                    Failpoint::DelayMessageType.name(),
+                    format!("return({kind}:{})", *pick(rng, &[500u64, 2_000])),
+                    format!("every {kind} from {target} delayed"),
+                ),
+                _ => (
+                    Failpoint::DuplicateMessageType.name(),
+                    format!("return({kind})"),
+                    format!("every {kind} from {target} sent twice"),
+                ),
+            };
+            let fp = format!("fp:{name}");
+            window(
+                failpoint(&target, name, &value),
+                disable,
+                format!("{what} for {}", secs(end - start)),
+            )
+            .tagged(API.0, API.1)
+            .tagged(&[&fp], &[&fp])
+        }
+        Family::Failpoint => {
+            let (target, point, value) = match rng.random_range(0..7) {
+                0 => (
+                    format!("maintainer-of:{cf}"),
+                    Failpoint::DelayCascadeRemove,
+                    format!("1*return({})", *pick(rng, &[2_000u64, 4_000])),
+                ),
+                1 => (
+                    "coordinator".into(),
+                    Failpoint::PlaceRetryOnPrevious,
+                    "return(true)".into(),
+                ),
+                2 => (
+                    format!("maintainer-of:{cf}"),
+                    Failpoint::DelayCloseRequest,
+                    format!("return({})", *pick(rng, &[2_000u64, 4_000])),
+                ),
+                3 => (
+                    format!("dispatcher-host-of:{cf}"),
+                    Failpoint::HoldCloseAck,
+                    "return(true)".into(),
+                ),
+                4 => (
+                    "any".into(),
+                    Failpoint::DropRemoteMessage,
+                    format!("{}%return(true)", *pick(rng, &[10u32, 30])),
+                ),
+                5 => (
+                    "any".into(),
+                    Failpoint::NewChangefeedRetryError,
+                    "1*return(true)".into(),
+                ),
+                _ => (
+                    "coordinator".into(),
+                    Failpoint::BlockBeforeStop,
+                    "return(true)".into(),
+                ),
+            };
+            let name = point.name();
+            let fp = format!("fp:{name}");
+            window(
+                failpoint(&target, name, &value),
+                disable,
+                format!("{name}={value} on {target} for {}", secs(end - start)),
+            )
+            .tagged(API.0, API.1)
+            .tagged(&[&fp], &[&fp])
+        }
+        Family::Operation => {
+            let op = |d: Draft| d.tagged(&[&op_tag], &[&op_tag, &role_tag, "process"]);
+            match rng.random_range(0..5) {
+                0 => op(Draft {
+                    heal_op: Some(format!(
+                        "action = \"resume_changefeed\"\nchangefeed = \"{cf}\"\n"
+                    )),
+                    heal: None,
+                    ..window(
+                        format!("action = \"pause_changefeed\"\nchangefeed = \"{cf}\"\n"),
+                        heal_any,
+                        format!("a user pauses {cf} for {}", secs(end - start)),
+                    )
+                }),
+                1 => op(Draft {
+                    heal_op: Some(format!(
+                        "action = \"create_changefeed\"\nchangefeed = \"{cf}\"\n"
+                    )),
+                    heal: None,
+                    ..window(
+                        format!("action = \"remove_changefeed\"\nchangefeed = \"{cf}\"\n"),
+                        heal_any,
+                        format!(
+                            "a user removes {cf} and creates it again {} later",
+                            secs(end - start)
+                        ),
+                    )
+                }),
+                2 => op(once(
+                    format!(
+                        "action = \"move_changefeed\"\nchangefeed = \"{cf}\"\ntarget = \"any-except:maintainer-of:{cf}\"\n"
+                    ),
+                    format!("a user moves {cf}"),
+                )),
+                3 if *slots < crate::scenario::MAX_NODES && *slots == nodes => {
+                    *slots += 1;
+                    *live += 1;
+                    once(
+                        "action = \"add_node\"\n".into(),
+                        format!("a node joins (node:{})", *slots),
+                    )
+                    .tagged(PROCESS.0, PROCESS.1)
+                }
+                4 if *live > 2 => {
+                    *live -= 1;
+                    let target = role(rng, cf);
+                    once(
+                        format!("action = \"remove_node\"\ntarget = \"{target}\"\n"),
+                        format!("{target} leaves the cluster for good"),
+                    )
+                    .tagged(PROCESS.0, PROCESS.1)
+                }
+                _ => return None,
+            }
+        }
+    };
+    // A fault aimed at a role of the changefeed cannot overlap an operation
+    // that takes the role away (a pause, a removal).
+    if d.inject.contains(&format!("-of:{cf}\"")) && !d.tags.contains(&op_tag) {
+        d.tags.push(role_tag);
+    }
+    Some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn spec(seed: u64, index: u64, profile: Profile) -> Spec {
+        Spec {
+            profile,
+            seed,
+            index,
+            families: Family::iter().collect(),
+        }
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_bytes() {
+        for seed in 0..200 {
+            let a = generate(&spec(seed, seed % 7, Profile::Fix));
+            let b = generate(&spec(seed, seed % 7, Profile::Fix));
+            assert_eq!(a.toml, b.toml, "seed {seed}");
+        }
+        // And different inputs give different schedules.
+        let a = generate(&spec(1, 0, Profile::Fix));
+        let b = generate(&spec(1, 1, Profile::Fix));
+        assert_ne!(a.toml, b.toml);
+    }
+
+    #[test]
+    fn every_generated_file_passes_validation() {
+        let mut faults = 0;
+        for seed in 0..400u64 {
+            for profile in Profile::ALL {
+                let g = generate(&spec(seed, seed / 3, profile));
+                let path = format!("{}.toml", g.name);
+                let s = crate::scenario::parse_str(Path::new(&path), &g.toml)
+                    .unwrap_or_else(|e| panic!("seed {seed} {profile}:\n{e}\n{}", g.toml));
+                assert_eq!(s.name, g.name);
+                faults += g.faults;
+            }
+        }
+        // Faults are drawn (not every draw fails to place).
+        assert!(faults > 400 * 3 * 2, "{faults}");
+    }
+
+    #[test]
+    fn a_restricted_family_list_draws_only_those() {
+        for seed in 0..100 {
+            let g = generate(&Spec {
+                families: vec![Family::Resign],
+                ..spec(seed, 0, Profile::Hardened)
+            });
+            assert_eq!(g.enabled, vec![Family::Resign]);
+            assert!(!g.toml.contains("add_toxic"), "{}", g.toml);
+        }
+    }
+
+    #[test]
+    fn fault_lists_parse_and_bad_ones_say_what_is_known() {
+        assert_eq!(
+            Family::parse_list("all").unwrap().len(),
+            Family::iter().count()
+        );
+        assert_eq!(
+            Family::parse_list("kafka-link, resign").unwrap(),
+            vec![Family::KafkaLink, Family::Resign]
+        );
+        let e = Family::parse_list("kafka,resign").unwrap_err();
+        assert!(
+            e.contains("unknown fault family `kafka`") && e.contains("kafka-link"),
+            "{e}"
+        );
+        assert!(Family::parse_list(",").is_err());
+    }
+}

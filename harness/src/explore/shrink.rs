@@ -1,0 +1,700 @@
+//! `chaos shrink RUN_DIR`: a failing run's schedule made smaller while it
+//! still fails the same way. The recorded scenario's faults are grouped into
+//! units (a fault with the steps that heal it; a paused or removed
+//! changefeed with its resume or re-creation; a one-shot fault or
+//! operation); delta debugging (ddmin, by complements) removes units, then
+//! each remaining unit is weakened (a `timeout` toxic becomes 2 s of latency,
+//! a kill a pause, a fault window is halved, a message delay halved). A
+//! change is kept only when a replay of the candidate (the recorded role
+//! resolutions, the recorded seed) shows the same failure signature
+//! (`checker:class`) in at least one of `trials` runs. The best schedule
+//! found is written with its replay command when the budget ends.
+//!
+//! Replay reproduces the inputs (faults, targets, timing), not the
+//! interleaving: the system's own concurrency is not controlled, hence the
+//! trials.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use toml::{Table, Value};
+
+use super::record::{self, RunDir};
+use super::signature;
+use crate::run_model::Verdict;
+use crate::runner::{self, Progress, Replay, RunOptions};
+use crate::scenario::{self, StepKind};
+
+/// What to shrink and how long.
+#[derive(Debug, Clone)]
+pub struct ShrinkRequest {
+    pub dir: PathBuf,
+    pub budget: Duration,
+    /// Replays per candidate (the candidate counts when one shows the signature).
+    pub trials: usize,
+    /// Replays of one candidate at once.
+    pub jobs: usize,
+    /// Replays of the smallest schedule at the end, to report how often it fails.
+    pub confirm: usize,
+    pub verbose: bool,
+}
+
+/// One unit of the schedule: the step positions (in the recorded file) it
+/// owns.
+#[derive(Debug, Clone, PartialEq)]
+struct Unit {
+    steps: Vec<usize>,
+    what: String,
+}
+
+/// A schedule: the recorded steps with their original positions, and the
+/// header.
+#[derive(Debug, Clone)]
+struct Schedule {
+    header: Table,
+    /// (original index, step table).
+    steps: Vec<(usize, Table)>,
+}
+
+fn steps_of(doc: &Table) -> Result<Vec<Table>> {
+    doc.get("step")
+        .and_then(Value::as_array)
+        .context("the scenario has no [[step]] array")?
+        .iter()
+        .map(|v| v.as_table().cloned().context("a step is not a table"))
+        .collect()
+}
+
+fn action(t: &Table) -> &str {
+    t.get("action").and_then(Value::as_str).unwrap_or("")
+}
+
+fn str_of<'a>(t: &'a Table, key: &str) -> Option<&'a str> {
+    t.get(key).and_then(Value::as_str)
+}
+
+/// The units of `steps`: what ddmin removes together.
+fn units(steps: &[Table]) -> Vec<Unit> {
+    let mut out: Vec<Unit> = Vec::new();
+    let mut owned = vec![false; steps.len()];
+    for (i, t) in steps.iter().enumerate() {
+        if owned[i] {
+            continue;
+        }
+        let a = action(t);
+        // The step's kind, read as the parser does (without `id` and `at`).
+        let mut bare = t.clone();
+        bare.remove("id");
+        bare.remove("at");
+        let kind: Option<StepKind> = Value::Table(bare).try_into().ok();
+        let is_fault = kind.as_ref().is_some_and(|k| k.is_fault());
+        let is_op = kind.as_ref().is_some_and(|k| k.is_operation());
+        if !(is_fault || is_op) || a == "resume_changefeed" || a == "create_changefeed" {
+            continue;
+        }
+        let mut members = vec![i];
+        if let Some(id) = str_of(t, "id") {
+            for (j, h) in steps.iter().enumerate().skip(i + 1) {
+                if str_of(h, "fault") == Some(id) {
+                    members.push(j);
+                }
+            }
+        }
+        // A pause or removal of a changefeed goes with the resume or
+        // re-creation that follows it.
+        let undo = match a {
+            "pause_changefeed" => Some("resume_changefeed"),
+            "remove_changefeed" => Some("create_changefeed"),
+            _ => None,
+        };
+        if let (Some(undo), Some(cf)) = (undo, str_of(t, "changefeed")) {
+            if let Some(j) = (i + 1..steps.len())
+                .find(|&j| action(&steps[j]) == undo && str_of(&steps[j], "changefeed") == Some(cf))
+            {
+                members.push(j);
+            }
+        }
+        for m in &members {
+            owned[*m] = true;
+        }
+        out.push(Unit {
+            what: describe(t),
+            steps: members,
+        });
+    }
+    out
+}
+
+fn describe(t: &Table) -> String {
+    let mut parts = vec![action(t).to_string()];
+    for k in ["target", "link", "name", "value", "changefeed", "from"] {
+        if let Some(v) = str_of(t, k) {
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    if let Some(Value::Table(x)) = t.get("toxic") {
+        if let Some(ty) = x.get("type").and_then(Value::as_str) {
+            parts.push(format!("toxic={ty}"));
+        }
+    }
+    parts.join(" ")
+}
+
+impl Schedule {
+    fn of(doc: &Table) -> Result<Schedule> {
+        let steps = steps_of(doc)?;
+        let mut header = doc.clone();
+        header.remove("step");
+        Ok(Schedule {
+            header,
+            steps: steps.into_iter().enumerate().collect(),
+        })
+    }
+
+    /// Without the steps of `drop` (original indexes).
+    fn without(&self, drop: &[usize]) -> Schedule {
+        Schedule {
+            header: self.header.clone(),
+            steps: self
+                .steps
+                .iter()
+                .filter(|(i, _)| !drop.contains(i))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    fn faults(&self, all: &[Unit]) -> usize {
+        all.iter()
+            .filter(|u| self.steps.iter().any(|(i, _)| *i == u.steps[0]))
+            .count()
+    }
+
+    fn step_mut(&mut self, orig: usize) -> Option<&mut Table> {
+        self.steps
+            .iter_mut()
+            .find(|(i, _)| *i == orig)
+            .map(|(_, t)| t)
+    }
+
+    fn step(&self, orig: usize) -> Option<&Table> {
+        self.steps.iter().find(|(i, _)| *i == orig).map(|(_, t)| t)
+    }
+
+    /// The file text under `name`.
+    fn render(&self, name: &str, note: &str) -> Result<String> {
+        let mut doc = self.header.clone();
+        doc.insert("name".into(), Value::String(name.into()));
+        let d = doc
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        doc.insert(
+            "description".into(),
+            Value::String(format!("{}\n{note}\n", d.trim_end())),
+        );
+        doc.insert(
+            "step".into(),
+            Value::Array(
+                self.steps
+                    .iter()
+                    .map(|(_, t)| Value::Table(t.clone()))
+                    .collect(),
+            ),
+        );
+        Ok(toml::to_string(&doc)?)
+    }
+
+    /// The recorded resolutions, moved to the candidate's step positions.
+    fn replay(&self, recorded: &Replay, from: &str) -> Replay {
+        Replay {
+            from: from.to_string(),
+            targets: self
+                .steps
+                .iter()
+                .enumerate()
+                .filter_map(|(new, (orig, _))| recorded.targets.get(orig).map(|n| (new, *n)))
+                .collect(),
+        }
+    }
+}
+
+/// The weaker variants of one unit, mildest change first.
+fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
+    let mut out = Vec::new();
+    let Some(first) = s.step(u.steps[0]) else {
+        return out;
+    };
+    let a = action(first).to_string();
+    // A timeout toxic becomes latency.
+    if let Some(Value::Table(tx)) = first.get("toxic") {
+        if tx.get("type").and_then(Value::as_str) == Some("timeout") {
+            let mut c = s.clone();
+            let t = c.step_mut(u.steps[0]).expect("present");
+            let mut lat = Table::new();
+            lat.insert("type".into(), Value::String("latency".into()));
+            let mut attrs = Table::new();
+            attrs.insert("latency".into(), Value::Integer(2000));
+            attrs.insert("jitter".into(), Value::Integer(0));
+            lat.insert("attributes".into(), Value::Table(attrs));
+            t.insert("toxic".into(), Value::Table(lat));
+            out.push(("a 2 s latency instead of the timeout".to_string(), c));
+        }
+    }
+    // A kill becomes a pause (its start_node an unpause_node).
+    if a == "kill_node" && !first.contains_key("down_for") {
+        let mut c = s.clone();
+        c.step_mut(u.steps[0])
+            .expect("present")
+            .insert("action".into(), Value::String("pause_node".into()));
+        for h in &u.steps[1..] {
+            if let Some(t) = c.step_mut(*h) {
+                if action(t) == "start_node" {
+                    t.insert("action".into(), Value::String("unpause_node".into()));
+                }
+            }
+        }
+        out.push(("a pause instead of the kill".to_string(), c));
+    }
+    // A shorter window: the heal comes halfway.
+    let at_ms = |t: &Table| -> Option<u64> {
+        str_of(t, "at")
+            .and_then(|a| a.parse::<scenario::Dur>().ok())
+            .map(|d| d.0.as_millis() as u64)
+    };
+    if let (Some(start), Some(last)) = (at_ms(first), u.steps.last()) {
+        if let Some(end) = s.step(*last).and_then(at_ms) {
+            let half = start + (end - start) / 2;
+            if end > start + 1_000 && *last != u.steps[0] {
+                let mut c = s.clone();
+                let at = scenario::Dur(Duration::from_millis(half / 500 * 500)).to_string();
+                c.step_mut(*last)
+                    .expect("present")
+                    .insert("at".into(), Value::String(at));
+                out.push((
+                    format!("its window halved ({} ms)", (half - start) / 500 * 500),
+                    c,
+                ));
+            }
+        }
+    }
+    // A message delay halved.
+    if let Some(v) = str_of(first, "value") {
+        if let Some((head, ms)) = v
+            .strip_suffix(')')
+            .and_then(|x| x.rsplit_once(':'))
+            .and_then(|(h, ms)| ms.parse::<u64>().ok().map(|m| (h.to_string(), m)))
+        {
+            if ms >= 1_000 {
+                let mut c = s.clone();
+                c.step_mut(u.steps[0])
+                    .expect("present")
+                    .insert("value".into(), Value::String(format!("{head}:{})", ms / 2)));
+                out.push((format!("its delay halved ({} ms)", ms / 2), c));
+            }
+        }
+    }
+    out
+}
+
+/// What a finished shrink found.
+#[derive(Debug)]
+pub struct ShrinkOutcome {
+    pub signature: String,
+    pub faults_before: usize,
+    pub faults_after: usize,
+    /// The run directory of the smallest failing schedule.
+    pub best_dir: PathBuf,
+    pub candidates: usize,
+    pub runs: usize,
+    pub elapsed: Duration,
+    /// How many of the confirming replays showed the signature, of how many.
+    pub confirmed: (usize, usize),
+}
+
+struct Shrinker<'a> {
+    req: &'a ShrinkRequest,
+    rec: RunDir,
+    signature: String,
+    out: PathBuf,
+    started: Instant,
+    candidates: usize,
+    runs: usize,
+}
+
+impl Shrinker<'_> {
+    fn out_of_time(&self) -> bool {
+        self.started.elapsed() >= self.req.budget
+    }
+
+    /// Replays `s` up to `trials` times (at most `jobs` at once); the run
+    /// directory of the first replay that shows the signature, if any.
+    async fn fails(&mut self, s: &Schedule, why: &str, trials: usize) -> Result<Option<PathBuf>> {
+        self.candidates += 1;
+        let name = format!("{}-c{}", self.rec.scenario.name, self.candidates);
+        let note = format!(
+            "Shrunk by `chaos shrink` from {} (candidate {}: {why}).",
+            self.rec.dir.display(),
+            self.candidates
+        );
+        let text = s.render(&name, &note)?;
+        let dir = self.out.join(&name);
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, &text)?;
+        let sc = match scenario::parse_str(&file, &text) {
+            Ok(sc) => sc,
+            Err(e) => {
+                eprintln!(
+                    "    candidate {} is not a valid scenario, skipped: {}",
+                    self.candidates,
+                    e.to_string().lines().next().unwrap_or("")
+                );
+                return Ok(None);
+            }
+        };
+        let replay = s.replay(&self.rec.replay, &self.rec.dir.display().to_string());
+        let mut left = trials;
+        let mut trial = 0;
+        while left > 0 {
+            let batch = left.min(self.req.jobs.max(1));
+            left -= batch;
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..batch {
+                trial += 1;
+                let (sc, replay) = (sc.clone(), replay.clone());
+                let opts = RunOptions {
+                    seed: self.rec.run.meta.seed,
+                    progress: if self.req.verbose {
+                        Progress::Lines
+                    } else {
+                        Progress::Quiet
+                    },
+                    replay: Some(replay),
+                    ..RunOptions::default()
+                };
+                let profile = self.rec.profile;
+                let tdir = dir.join(format!("trial-{trial}"));
+                let text = text.clone();
+                let name = name.clone();
+                set.spawn(async move {
+                    let run = runner::run(&sc, profile, &opts).await;
+                    let written = record::write(&tdir, &run, &name, &text);
+                    (tdir, run, written)
+                });
+            }
+            let mut hit = None;
+            while let Some(j) = set.join_next().await {
+                let (tdir, run, written) = j.context("a replay's task failed")?;
+                written?;
+                self.runs += 1;
+                let sig = signature::of(&run);
+                eprintln!(
+                    "    candidate {} trial {}: {} {}",
+                    self.candidates,
+                    tdir.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
+                    run.verdict.unwrap_or(Verdict::Error),
+                    if sig.is_empty() {
+                        String::new()
+                    } else {
+                        format!("[{}]", sig.join(", "))
+                    }
+                );
+                if hit.is_none() && signature::shows(&run, &self.signature) {
+                    hit = Some(tdir);
+                }
+            }
+            if hit.is_some() {
+                return Ok(hit);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Shrinks the failing run in `req.dir`.
+pub async fn shrink(req: &ShrinkRequest) -> Result<ShrinkOutcome> {
+    let rec = record::load(&req.dir)?;
+    let sigs = signature::of(&rec.run);
+    let Some(wanted) = sigs.first().cloned() else {
+        bail!(
+            "{}: the run did not fail (verdict {}); only a failing run has a signature to keep",
+            req.dir.display(),
+            rec.run.verdict.map_or("not judged", |v| v.as_str())
+        );
+    };
+    let doc: Table = rec
+        .scenario_text
+        .parse()
+        .with_context(|| format!("{}: the scenario file does not parse", req.dir.display()))?;
+    let full = Schedule::of(&doc)?;
+    let all_steps: Vec<Table> = full.steps.iter().map(|(_, t)| t.clone()).collect();
+    let all_units = units(&all_steps);
+    let out = req.dir.join("shrink");
+    std::fs::create_dir_all(&out)?;
+    let mut sh = Shrinker {
+        req,
+        signature: wanted.clone(),
+        out,
+        rec,
+        started: Instant::now(),
+        candidates: 0,
+        runs: 0,
+    };
+    eprintln!(
+        "==> shrinking {} ({} fault unit(s)), keeping signature {wanted}; budget {:.0} min, {} trial(s) per candidate",
+        req.dir.display(),
+        all_units.len(),
+        req.budget.as_secs_f64() / 60.0,
+        req.trials
+    );
+    for (i, u) in all_units.iter().enumerate() {
+        eprintln!("    unit {}: {}", i + 1, u.what);
+    }
+    let mut best = full.clone();
+    let mut best_dir = req.dir.clone();
+    let mut kept: Vec<usize> = (0..all_units.len()).collect();
+
+    // ddmin by complements.
+    let mut n = 2usize;
+    while kept.len() >= 2 && !sh.out_of_time() {
+        let chunk = kept.len().div_ceil(n);
+        let mut reduced = false;
+        for c in kept
+            .chunks(chunk)
+            .map(<[usize]>::to_vec)
+            .collect::<Vec<_>>()
+        {
+            if sh.out_of_time() {
+                break;
+            }
+            let rest: Vec<usize> = kept.iter().copied().filter(|u| !c.contains(u)).collect();
+            let drop: Vec<usize> = c.iter().flat_map(|u| all_units[*u].steps.clone()).collect();
+            let cand = best.without(&drop);
+            let why = format!(
+                "without unit(s) {}",
+                c.iter()
+                    .map(|u| (u + 1).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            eprintln!(
+                "==> {:.1} min: try {} of {} unit(s) ({why})",
+                sh.started.elapsed().as_secs_f64() / 60.0,
+                rest.len(),
+                kept.len()
+            );
+            if let Some(dir) = sh.fails(&cand, &why, req.trials).await? {
+                eprintln!("    kept: still {wanted} with {} unit(s)", rest.len());
+                best = cand;
+                best_dir = dir;
+                kept = rest;
+                n = (n - 1).max(2);
+                reduced = true;
+                break;
+            }
+        }
+        if !reduced {
+            if n >= kept.len() {
+                break;
+            }
+            n = (2 * n).min(kept.len());
+        }
+    }
+    // A single unit left: is it needed at all?
+    if kept.len() == 1 && !sh.out_of_time() {
+        let drop = all_units[kept[0]].steps.clone();
+        let cand = best.without(&drop);
+        if let Some(dir) = sh.fails(&cand, "without any fault", req.trials).await? {
+            best = cand;
+            best_dir = dir;
+            kept.clear();
+        }
+    }
+    // Weakening, one change at a time.
+    for u in kept.clone() {
+        for (why, cand) in weakenings(&best, &all_units[u]) {
+            if sh.out_of_time() {
+                break;
+            }
+            let why = format!("unit {} with {why}", u + 1);
+            eprintln!(
+                "==> {:.1} min: try {why}",
+                sh.started.elapsed().as_secs_f64() / 60.0
+            );
+            if let Some(dir) = sh.fails(&cand, &why, req.trials).await? {
+                eprintln!("    kept: still {wanted}");
+                best = cand;
+                best_dir = dir;
+            }
+        }
+    }
+    let faults_before = full.faults(&all_units);
+    let faults_after = best.faults(&all_units);
+    // Confirm: the smallest schedule replayed `confirm` times.
+    let mut confirmed = (0, 0);
+    if req.confirm > 0 && best_dir != req.dir {
+        let rd = record::load(&best_dir)?;
+        for i in 0..req.confirm {
+            let opts = RunOptions {
+                seed: rd.run.meta.seed,
+                progress: Progress::Quiet,
+                replay: Some(rd.replay.clone()),
+                ..RunOptions::default()
+            };
+            let run = runner::run(&rd.scenario, rd.profile, &opts).await;
+            let tdir = best_dir.join(format!("confirm-{}", i + 1));
+            record::write(&tdir, &run, &rd.scenario.name, &rd.scenario_text)?;
+            sh.runs += 1;
+            confirmed.1 += 1;
+            if signature::shows(&run, &wanted) {
+                confirmed.0 += 1;
+            }
+            eprintln!(
+                "==> confirm {}/{}: {} [{}]",
+                i + 1,
+                req.confirm,
+                run.verdict.unwrap_or(Verdict::Error),
+                signature::of(&run).join(", ")
+            );
+        }
+    }
+    Ok(ShrinkOutcome {
+        signature: wanted,
+        faults_before,
+        faults_after,
+        best_dir,
+        candidates: sh.candidates,
+        runs: sh.runs,
+        elapsed: sh.started.elapsed(),
+        confirmed,
+    })
+}
+
+/// The units of a scenario file's text (for tests and `--dry-run` views).
+pub fn units_of_text(text: &str) -> Result<Vec<(Vec<usize>, String)>> {
+    let doc: Table = text.parse()?;
+    Ok(units(&steps_of(&doc)?)
+        .into_iter()
+        .map(|u| (u.steps, u.what))
+        .collect())
+}
+
+/// Whether `dir` holds what shrink needs (for a clear error before any run).
+pub fn check_dir(dir: &Path) -> Result<()> {
+    record::load(dir).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEDULE: &str = r#"
+name = "x"
+description = "d"
+[cluster]
+nodes = 3
+profiles = ["fix"]
+[[changefeed]]
+name = "cf1"
+[expect]
+fix = "pass"
+[deadlines]
+run = "4m"
+recover = "90s"
+[[step]]
+action = "start_workload"
+[[step]]
+at = "12s"
+id = "f1"
+action = "add_toxic"
+target = "any"
+link = "kafka"
+toxic = { type = "timeout", attributes = { timeout = 0 } }
+[[step]]
+at = "14s"
+id = "f2"
+action = "kill_node"
+target = "coordinator"
+[[step]]
+at = "15s"
+action = "pause_changefeed"
+changefeed = "cf1"
+[[step]]
+at = "20s"
+action = "start_node"
+fault = "f2"
+[[step]]
+at = "22s"
+action = "remove_toxic"
+fault = "f1"
+[[step]]
+at = "25s"
+action = "resume_changefeed"
+changefeed = "cf1"
+[[step]]
+at = "26s"
+action = "resign_coordinator"
+[[step]]
+action = "stop_workload"
+"#;
+
+    #[test]
+    fn faults_go_with_their_heals_and_pauses_with_their_resumes() {
+        let u = units_of_text(SCHEDULE).unwrap();
+        let steps: Vec<Vec<usize>> = u.iter().map(|(s, _)| s.clone()).collect();
+        assert_eq!(steps, vec![vec![1, 5], vec![2, 4], vec![3, 6], vec![7]]);
+    }
+
+    #[test]
+    fn a_schedule_without_units_still_validates_and_keeps_its_replay_targets() {
+        let doc: Table = SCHEDULE.parse().unwrap();
+        let s = Schedule::of(&doc).unwrap();
+        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let us = units(&all);
+        // Drop the kill with its start (unit 2) and the pause (unit 3).
+        let drop: Vec<usize> = us[1].steps.iter().chain(&us[2].steps).copied().collect();
+        let c = s.without(&drop);
+        let text = c.render("x", "shrunk").unwrap();
+        let sc = crate::scenario::parse_str(Path::new("x.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(sc.steps.len(), 5);
+        assert_eq!(c.faults(&us), 2);
+        // Recorded targets follow their steps to the new positions.
+        let rec = Replay {
+            from: "r".into(),
+            targets: [(1usize, 2u32), (2, 3), (7, 1)].into_iter().collect(),
+        };
+        let moved = c.replay(&rec, "r");
+        assert_eq!(
+            moved.targets.into_iter().collect::<Vec<_>>(),
+            vec![(1, 2), (3, 1)]
+        );
+    }
+
+    #[test]
+    fn weakenings_turn_a_timeout_into_latency_a_kill_into_a_pause_and_halve_windows() {
+        let doc: Table = SCHEDULE.parse().unwrap();
+        let s = Schedule::of(&doc).unwrap();
+        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let us = units(&all);
+        let w: Vec<String> = weakenings(&s, &us[0]).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(
+            w,
+            vec![
+                "a 2 s latency instead of the timeout",
+                "its window halved (5000 ms)"
+            ]
+        );
+        let kill = weakenings(&s, &us[1]);
+        assert_eq!(kill[0].0, "a pause instead of the kill");
+        let text = kill[0].1.render("x", "w").unwrap();
+        assert!(
+            text.contains("action = \"pause_node\"") && text.contains("action = \"unpause_node\""),
+            "{text}"
+        );
+        crate::scenario::parse_str(Path::new("x.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
