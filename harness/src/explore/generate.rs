@@ -194,6 +194,9 @@ struct Draft {
     tags: Vec<String>,
     /// Tags of faults this one must not overlap.
     avoid: Vec<String>,
+    /// What this fault sets off, from when (ms), for which changefeed:
+    /// conditional failpoints anchor on it.
+    triggers: Vec<(Trigger, u64, String)>,
     /// The inject step's body (without `id` and `at`).
     inject: String,
     /// The healing step's body given the fault id.
@@ -201,6 +204,112 @@ struct Draft {
     /// A second body healing an operation (resume, create again).
     heal_op: Option<String>,
     note: String,
+}
+
+/// What a fault sets off in the control plane: the events a conditional
+/// failpoint or message fault acts on. A conditional fault is drawn only
+/// around a fault that sets off its event (else its failpoint would never
+/// be hit and the run would be INCONCLUSIVE); this also makes faults meet
+/// the way TiCDC's incidents do (a sink error, then a late cascade remove).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A changefeed in warning: cascade stop, closes, the retry after the backoff.
+    Warning,
+    /// A cascade stop without an error (a pause or a removal by a user).
+    Cascade,
+    /// A maintainer rescheduled (its node killed, frozen, restarted or removed).
+    Reschedule,
+    /// A new coordinator term.
+    Election,
+    /// A move: a close on the origin, an add and a bootstrap on the destination.
+    Move,
+}
+
+/// A conditional fault: a failpoint set around an event.
+#[derive(Clone)]
+struct Conditional {
+    /// The role it acts on (`{cf}` is the changefeed).
+    target: String,
+    name: &'static str,
+    /// The term (`{ms}` a delay).
+    value: String,
+    /// What it does, for the file's comment (empty: the term says it).
+    what: String,
+    needs: &'static [Trigger],
+    /// How long after the trigger the window must stay open (ms; twice the
+    /// backoff is added for faults of the retry).
+    after_ms: u64,
+    after_backoff: bool,
+}
+
+const CASCADE: &[Trigger] = &[Trigger::Warning, Trigger::Cascade];
+const CLOSE: &[Trigger] = &[Trigger::Warning, Trigger::Cascade, Trigger::Move];
+const ADD: &[Trigger] = &[Trigger::Warning, Trigger::Reschedule, Trigger::Move];
+const ELECTION: &[Trigger] = &[Trigger::Election];
+
+/// The conditional failpoints of the Failpoint family.
+fn conditional_failpoints() -> Vec<Conditional> {
+    let c = |point: Failpoint, target: &str, value: &str, needs, after_backoff| Conditional {
+        target: target.to_string(),
+        name: point.name(),
+        value: value.to_string(),
+        what: String::new(),
+        needs,
+        after_ms: 3_000,
+        after_backoff,
+    };
+    vec![
+        c(
+            Failpoint::DelayCascadeRemove,
+            "maintainer-of:{cf}",
+            "1*return({ms})",
+            CASCADE,
+            false,
+        ),
+        c(
+            Failpoint::DelayCloseRequest,
+            "maintainer-of:{cf}",
+            "return({ms})",
+            CLOSE,
+            false,
+        ),
+        c(
+            Failpoint::HoldCloseAck,
+            "dispatcher-host-of:{cf}",
+            "return(true)",
+            CLOSE,
+            false,
+        ),
+        c(
+            Failpoint::PlaceRetryOnPrevious,
+            "coordinator",
+            "return(true)",
+            &[Trigger::Warning],
+            true,
+        ),
+        c(
+            Failpoint::BlockBeforeStop,
+            "coordinator",
+            "return(true)",
+            &[Trigger::Warning],
+            false,
+        ),
+    ]
+}
+
+/// The trigger a message type travels on, `None` for the periodic ones.
+fn message_needs(kind: MessageKind) -> Option<&'static [Trigger]> {
+    match kind {
+        MessageKind::RemoveMaintainer => Some(CASCADE),
+        MessageKind::CloseRequest | MessageKind::CloseResponse => Some(CLOSE),
+        MessageKind::AddMaintainer
+        | MessageKind::BootstrapRequest
+        | MessageKind::BootstrapResponse => Some(ADD),
+        MessageKind::CoordinatorBootstrapRequest | MessageKind::CoordinatorBootstrapResponse => {
+            Some(ELECTION)
+        }
+        _ => None,
+    }
 }
 
 fn pick<'a, T>(rng: &mut StdRng, xs: &'a [T]) -> &'a T {
@@ -264,9 +373,10 @@ pub fn generate(spec: &Spec) -> Generated {
     let mut slots = nodes;
     let mut live = nodes;
     let total: u32 = enabled.iter().map(|f| weight(*f)).sum();
-    for _ in 0..count {
-        // A few tries to place a fault that overlaps nothing exclusive.
-        for _try in 0..8 {
+    // The families of the faults to draw; conditional ones last, so that
+    // the faults whose events they act on are drawn first.
+    let mut families: Vec<Family> = (0..count)
+        .map(|_| {
             let mut w = rng.random_range(0..total);
             let mut family = enabled[0];
             for f in &enabled {
@@ -276,13 +386,36 @@ pub fn generate(spec: &Spec) -> Generated {
                 }
                 w -= weight(*f);
             }
+            family
+        })
+        .collect();
+    families.sort_by_key(|f| matches!(f, Family::Failpoint | Family::Message));
+    for family in families {
+        // A few tries to place a fault that overlaps nothing exclusive.
+        for _try in 0..8 {
             let start = rng.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500;
             let len = *pick(&mut rng, &bounds);
             let end = (start + len).min(HEAL_BY_MS);
             let cf = pick(&mut rng, &feeds).clone();
-            let d = draw(
-                family, &mut rng, &cf, start, end, &mut slots, &mut live, nodes,
-            );
+            // Conditional faults act around an event a drawn fault sets off:
+            // a failpoint always when there is one, a message fault two in
+            // three times (else a periodic message is hit).
+            let conditional = match family {
+                Family::Failpoint => true,
+                Family::Message => rng.random_bool(2.0 / 3.0),
+                _ => false,
+            };
+            let d = if conditional {
+                draw_conditional(family, &mut rng, &drafts, &timing, len)
+            } else {
+                None
+            };
+            let d = match d {
+                Some(d) => Some(d),
+                None => draw(
+                    family, &mut rng, &cf, start, end, &mut slots, &mut live, nodes,
+                ),
+            };
             let Some(d) = d else { continue };
             let clash = drafts.iter().any(|o| {
                 let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
@@ -394,6 +527,180 @@ pub fn generate(spec: &Spec) -> Generated {
     }
 }
 
+/// What a primary fault sets off, read from its step: a sink error or a
+/// Kafka write that times out puts the changefeed in warning; a user's
+/// pause or removal stops it; a move, a process fault on its maintainer or
+/// a resume reschedules it; a resign or a fault on the coordinator starts a
+/// new term.
+fn triggers_of(inject: &str, cf: &str, start: u64, end: u64) -> Vec<(Trigger, u64, String)> {
+    let has = |x: &str| inject.contains(x);
+    let cf = cf.to_string();
+    let mut out = Vec::new();
+    if has("KafkaSinkAsyncSendError") {
+        out.push((Trigger::Warning, start, cf.clone()));
+    }
+    if has("link = \"kafka\"") && (has("\"timeout\"") || has("latency = 6000")) {
+        out.push((Trigger::Warning, start + KAFKA_WRITE_TIMEOUT_MS, cf.clone()));
+    }
+    if has("pause_changefeed") || has("remove_changefeed") {
+        out.push((Trigger::Cascade, start, cf.clone()));
+        out.push((Trigger::Reschedule, end, cf.clone()));
+    }
+    if has("move_changefeed") {
+        out.push((Trigger::Move, start, cf.clone()));
+    }
+    let process =
+        has("kill_node") || has("pause_node") || has("restart_node") || has("remove_node");
+    if process && has(&format!("maintainer-of:{cf}")) {
+        out.push((Trigger::Reschedule, start, cf.clone()));
+    }
+    if has("resign_coordinator") || ((process || has("from = \"etcd\"")) && has("\"coordinator\""))
+    {
+        out.push((Trigger::Election, start, String::new()));
+    }
+    out
+}
+
+/// One of three message faults on `kind` from `target`: one message held,
+/// every message delayed, or every message sent twice.
+fn message_fault(
+    rng: &mut StdRng,
+    kind: MessageKind,
+    target: &str,
+) -> (&'static str, String, String) {
+    let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
+    match rng.random_range(0..3) {
+        0 => {
+            let ms = *pick(rng, &[1_000u64, 4_000, 9_000]);
+            (
+                Failpoint::DelayMessageType.name(),
+                format!("1*return({kind}:{ms})"),
+                format!("one {kind} from {target} held {}", secs(ms)),
+            )
+        }
+        1 => (
+            Failpoint::DelayMessageType.name(),
+            format!("return({kind}:{})", *pick(rng, &[500u64, 2_000])),
+            format!("every {kind} from {target} delayed"),
+        ),
+        _ => (
+            Failpoint::DuplicateMessageType.name(),
+            format!("return({kind})"),
+            format!("every {kind} from {target} sent twice"),
+        ),
+    }
+}
+
+/// A conditional fault of `family` (a failpoint or a message fault that acts
+/// on an event) set around one of the triggers `drafts` set off, armed
+/// shortly before it and open until the event is over; `None` when no
+/// draft sets off an event of the family.
+fn draw_conditional(
+    family: Family,
+    rng: &mut StdRng,
+    drafts: &[Draft],
+    timing: &Timing,
+    len: u64,
+) -> Option<Draft> {
+    let anchors: Vec<&(Trigger, u64, String)> =
+        drafts.iter().flat_map(|d| d.triggers.iter()).collect();
+    let mut options: Vec<Conditional> = Vec::new();
+    match family {
+        Family::Failpoint => {
+            for mut c in conditional_failpoints() {
+                let ms = *pick(rng, &[2_000u64, 4_000]);
+                c.value = c.value.replace("{ms}", &ms.to_string());
+                options.push(c);
+            }
+        }
+        Family::Message => {
+            for kind in MessageKind::iter() {
+                if let Some(needs) = message_needs(kind) {
+                    let target = crate::swarm::sender_of(&kind.to_string(), "{cf}");
+                    let (name, value, what) = message_fault(rng, kind, &target);
+                    options.push(Conditional {
+                        target,
+                        name,
+                        value,
+                        what,
+                        needs,
+                        after_ms: 3_000,
+                        after_backoff: needs == ADD,
+                    });
+                }
+            }
+        }
+        _ => return None,
+    }
+    let usable: Vec<(usize, &(Trigger, u64, String))> = options
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            anchors
+                .iter()
+                .filter(|a| o.needs.contains(&a.0))
+                .map(move |a| (i, *a))
+        })
+        .collect();
+    if usable.is_empty() {
+        return None;
+    }
+    let (i, (trigger, at, cf)) = *pick(rng, &usable);
+    let Conditional {
+        target,
+        name,
+        value,
+        what,
+        after_ms: after,
+        after_backoff,
+        ..
+    } = options[i].clone();
+    // A coordinator's events belong to no changefeed: any declared one names
+    // the role then.
+    let cf = if cf.is_empty() {
+        "cf1".to_string()
+    } else {
+        cf.clone()
+    };
+    let target = target.replace("{cf}", &cf);
+    let lead = *pick(rng, &[0u64, 500, 1_000, 2_000]);
+    let start = at.saturating_sub(lead).max(PHASE_START_MS) / 500 * 500;
+    let needed = at
+        + after
+        + if after_backoff {
+            2 * timing.backoff_ms
+        } else {
+            0
+        };
+    let end = needed.max(start + len).min(HEAL_BY_MS);
+    if start >= end {
+        return None;
+    }
+    let fp = format!("fp:{name}");
+    let note = if what.is_empty() {
+        format!("{name}={value} on {target}")
+    } else {
+        what.replace("{cf}", &cf)
+    };
+    Some(Draft {
+        start_ms: start,
+        end_ms: Some(end),
+        tags: vec!["api".into(), fp.clone(), format!("role:{cf}")],
+        avoid: vec!["process".into(), fp],
+        triggers: Vec::new(),
+        inject: format!(
+            "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
+        ),
+        heal: Some(|id| format!("action = \"disable_failpoint\"\nfault = \"{id}\"\n")),
+        heal_op: None,
+        note: format!(
+            "{note} around the {trigger:?} at {:.1} s, for {:.1} s",
+            *at as f64 / 1000.0,
+            (end - start) as f64 / 1000.0
+        ),
+    })
+}
+
 /// Gives back what a draft that is not kept took (slots, live nodes).
 fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
     if d.inject.contains("action = \"add_node\"") {
@@ -451,6 +758,7 @@ fn draw(
         end_ms: Some(end),
         tags: Vec::new(),
         avoid: Vec::new(),
+        triggers: Vec::new(),
         inject,
         heal: Some(heal),
         heal_op: None,
@@ -461,6 +769,7 @@ fn draw(
         end_ms: None,
         tags: Vec::new(),
         avoid: Vec::new(),
+        triggers: Vec::new(),
         inject,
         heal: None,
         heal_op: None,
@@ -588,14 +897,8 @@ fn draw(
             .tagged(&["broker"], &["broker"])
         }
         Family::SinkError => {
-            let target = pick(
-                rng,
-                &[
-                    format!("dispatcher-host-of:{cf}"),
-                    format!("maintainer-of:{cf}"),
-                ],
-            )
-            .clone();
+            // Where the changefeed's sinks are: the failpoint is hit there.
+            let target = format!("dispatcher-host-of:{cf}");
             let name = Failpoint::KafkaAsyncSendError.name();
             let fp = format!("fp:{name}");
             window(
@@ -606,30 +909,15 @@ fn draw(
             .tagged(API.0, API.1)
             .tagged(&[&fp], &[&fp])
         }
+        // Unconditional variants only: the conditional ones are drawn by
+        // `draw_conditional` around a fault that sets off their event.
         Family::Message => {
-            let kinds: Vec<MessageKind> = MessageKind::iter().collect();
-            let kind = *pick(rng, &kinds);
+            let periodic: Vec<MessageKind> = MessageKind::iter()
+                .filter(|k| message_needs(*k).is_none())
+                .collect();
+            let kind = *pick(rng, &periodic);
             let target = crate::swarm::sender_of(&kind.to_string(), cf);
-            let (name, value, what) = match rng.random_range(0..3) {
-                0 => {
-                    let ms = *pick(rng, &[1_000u64, 4_000, 9_000]);
-                    (
-                        Failpoint::DelayMessageType.name(),
-                        format!("1*return({kind}:{ms})"),
-                        format!("one {kind} from {target} held {}", secs(ms)),
-                    )
-                }
-                1 => (
-                    Failpoint::DelayMessageType.name(),
-                    format!("return({kind}:{})", *pick(rng, &[500u64, 2_000])),
-                    format!("every {kind} from {target} delayed"),
-                ),
-                _ => (
-                    Failpoint::DuplicateMessageType.name(),
-                    format!("return({kind})"),
-                    format!("every {kind} from {target} sent twice"),
-                ),
-            };
+            let (name, value, what) = message_fault(rng, kind, &target);
             let fp = format!("fp:{name}");
             window(
                 failpoint(&target, name, &value),
@@ -640,49 +928,13 @@ fn draw(
             .tagged(&[&fp], &[&fp])
         }
         Family::Failpoint => {
-            let (target, point, value) = match rng.random_range(0..7) {
-                0 => (
-                    format!("maintainer-of:{cf}"),
-                    Failpoint::DelayCascadeRemove,
-                    format!("1*return({})", *pick(rng, &[2_000u64, 4_000])),
-                ),
-                1 => (
-                    "coordinator".into(),
-                    Failpoint::PlaceRetryOnPrevious,
-                    "return(true)".into(),
-                ),
-                2 => (
-                    format!("maintainer-of:{cf}"),
-                    Failpoint::DelayCloseRequest,
-                    format!("return({})", *pick(rng, &[2_000u64, 4_000])),
-                ),
-                3 => (
-                    format!("dispatcher-host-of:{cf}"),
-                    Failpoint::HoldCloseAck,
-                    "return(true)".into(),
-                ),
-                4 => (
-                    "any".into(),
-                    Failpoint::DropRemoteMessage,
-                    format!("{}%return(true)", *pick(rng, &[10u32, 30])),
-                ),
-                5 => (
-                    "any".into(),
-                    Failpoint::NewChangefeedRetryError,
-                    "1*return(true)".into(),
-                ),
-                _ => (
-                    "coordinator".into(),
-                    Failpoint::BlockBeforeStop,
-                    "return(true)".into(),
-                ),
-            };
-            let name = point.name();
+            let name = Failpoint::DropRemoteMessage.name();
+            let value = format!("{}%return(true)", *pick(rng, &[10u32, 30]));
             let fp = format!("fp:{name}");
             window(
-                failpoint(&target, name, &value),
+                failpoint("any", name, &value),
                 disable,
-                format!("{name}={value} on {target} for {}", secs(end - start)),
+                format!("{name}={value} on any for {}", secs(end - start)),
             )
             .tagged(API.0, API.1)
             .tagged(&[&fp], &[&fp])
@@ -743,6 +995,7 @@ fn draw(
             }
         }
     };
+    d.triggers = triggers_of(&d.inject, cf, start, end);
     // A fault aimed at a role of the changefeed cannot overlap an operation
     // that takes the role away (a pause, a removal).
     if d.inject.contains(&format!("-of:{cf}\"")) && !d.tags.contains(&op_tag) {
@@ -794,6 +1047,37 @@ mod tests {
         }
         // Faults are drawn (not every draw fails to place).
         assert!(faults > 400 * 3 * 2, "{faults}");
+    }
+
+    #[test]
+    fn conditional_failpoints_come_only_with_a_fault_that_sets_off_their_event() {
+        let mut anchored = 0;
+        for seed in 0..300 {
+            let g = generate(&Spec {
+                families: vec![Family::SinkError, Family::Failpoint, Family::Operation],
+                ..spec(seed, 0, Profile::PreFix)
+            });
+            if g.toml.contains("DelayCascadeRemove") || g.toml.contains("PlaceRetryOnPreviousNode")
+            {
+                anchored += 1;
+                assert!(
+                    g.toml.contains("KafkaSinkAsyncSendError")
+                        || g.toml.contains("pause_changefeed")
+                        || g.toml.contains("remove_changefeed"),
+                    "seed {seed}:\n{}",
+                    g.toml
+                );
+            }
+        }
+        assert!(anchored > 10, "{anchored}");
+        // With no fault that sets off an event, only unconditional ones.
+        for seed in 0..100 {
+            let g = generate(&Spec {
+                families: vec![Family::Failpoint],
+                ..spec(seed, 0, Profile::Fix)
+            });
+            assert!(!g.toml.contains("DelayCascadeRemove"), "{}", g.toml);
+        }
     }
 
     #[test]
