@@ -13,13 +13,13 @@ ctx=.build/system-context
 for b in "${bins[@]}"; do
   [ -x "$profile_dir/$b" ] || { echo "build-system-image: $profile_dir/$b is missing: run cargo build --workspace first" >&2; exit 1; }
 done
-hash=$( { sha256sum images/system/Dockerfile; for b in "${bins[@]}"; do sha256sum "$profile_dir/$b"; done; docker image inspect -f '{{.Id}}' "$BASE_IMAGE"; } | sed 's/ .*//' | sha256sum | cut -c1-16)
+hash=$( { sha256sum images/system/Dockerfile images/system/cdc-supervise; for b in "${bins[@]}"; do sha256sum "$profile_dir/$b"; done; docker image inspect -f '{{.Id}}' "$BASE_IMAGE"; } | sed 's/ .*//' | sha256sum | cut -c1-16)
 if [ "$(docker image inspect -f '{{index .Config.Labels "cdc-chaos.inputs-hash"}}' "$tag" 2>/dev/null || true)" = "$hash" ]; then
   echo "    $tag up to date"
   exit 0
 fi
 rm -rf "$ctx" && mkdir -p "$ctx/bin"
-cp images/system/Dockerfile "$ctx/"
+cp images/system/Dockerfile images/system/cdc-supervise "$ctx/"
 for b in "${bins[@]}"; do cp "$profile_dir/$b" "$ctx/bin/"; done
 t=$SECONDS
 mkdir -p .build && DOCKER_BUILDKIT=0 docker build --force-rm -q -t "$tag" --label "cdc-chaos.inputs-hash=$hash" "$ctx" >.build/build-system.log 2>&1 \

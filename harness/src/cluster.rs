@@ -682,7 +682,8 @@ impl Cluster {
             .with_mapped_port(host_port, NODE_HTTP_PORT.tcp())
             .with_cmd(
                 [
-                    "cdc-server".to_string(),
+                    // Starts a new node when the old one's session was lost.
+                    "cdc-supervise".to_string(),
                     format!("--etcd=http://{}", link(&self.etcd_links)?),
                     format!("--listen=0.0.0.0:{NODE_MSG_PORT}"),
                     format!(

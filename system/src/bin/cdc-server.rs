@@ -93,7 +93,18 @@ async fn main() -> anyhow::Result<()> {
     });
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
-        r = &mut node => return r?,
+        r = &mut node => {
+            if let Err(e) = r? {
+                if let Some(lost) = e.downcast_ref::<server::SessionLost>() {
+                    // A supervisor (the container's `cdc-supervise`) starts
+                    // a new node, as TiCDC's server starts a new capture.
+                    tracing::error!("{lost}; exiting with {}", server::SessionLost::EXIT_CODE);
+                    std::process::exit(server::SessionLost::EXIT_CODE);
+                }
+                return Err(e);
+            }
+            return Ok(());
+        }
         r = api => { r??; return Ok(()) }
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: leaving the membership"),
         _ = term.recv() => tracing::info!("terminated: leaving the membership"),
