@@ -108,12 +108,12 @@ pub enum Failpoint {
     HoldCloseAck,
     #[strum(
         serialize = "cdc-chaos/DelayMessageType",
-        message = "delay this node's outgoing messages of one type: `return(<MessageType>:<ms>)`"
+        message = "delay this node's outgoing messages of one type, to itself too: `return(<MessageType>:<ms>)`"
     )]
     DelayMessageType,
     #[strum(
         serialize = "cdc-chaos/DuplicateMessageType",
-        message = "send this node's outgoing messages of one type twice: `return(<MessageType>)`"
+        message = "send this node's outgoing messages of one type twice, to itself too: `return(<MessageType>)`"
     )]
     DuplicateMessageType,
 }

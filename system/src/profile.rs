@@ -129,6 +129,18 @@ impl Profile {
         self == Profile::Hardened
     }
 
+    /// A node acts only while its etcd session surely holds: once the
+    /// last answered keep-alive's TTL has run out (a process frozen past
+    /// it), it stops at once (the session is lost) and its API serves no
+    /// coordinator state. Before, a coordinator frozen past its lease woke
+    /// up, took the queued reports and answered with a checkpoint its
+    /// successor, starting from the persisted one, then reported lower
+    /// (found by `chaos explore`, a stale coordinator's checkpoint going
+    /// back).
+    pub fn node_fenced_by_session(self) -> bool {
+        self == Profile::Hardened
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::PreFix => "pre-fix",

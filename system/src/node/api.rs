@@ -189,6 +189,13 @@ async fn upstream_facts(addr: &str) -> Result<UpstreamFacts, String> {
 impl Api {
     /// The coordinator's HTTP address when this node is not it.
     fn coordinator_http(&self) -> Result<Option<String>, Response> {
+        if self.node.session_expired() {
+            return Err(err(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "CDC:ErrNoCoordinator",
+                "this node's etcd session may have run out; ask another node",
+            ));
+        }
         let s = self.node.snapshot.borrow();
         if s.coordinator_view.is_some() {
             return Ok(None);
@@ -822,6 +829,7 @@ mod tests {
             snapshot,
             message_stats: Default::default(),
             faults: Faults::seeded(0),
+            fenced_until: None,
         }
     }
 

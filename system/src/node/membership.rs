@@ -6,6 +6,8 @@
 //! the session: the node must restart with a fresh ID.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -27,6 +29,7 @@ pub struct Membership {
     lease: i64,
     alive: watch::Receiver<BTreeMap<NodeId, CaptureInfo>>,
     session_lost: watch::Receiver<bool>,
+    valid_until: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -40,6 +43,7 @@ impl Membership {
         removal_delay: Duration,
     ) -> Result<Membership> {
         let mut c = client.clone();
+        let granted_at = super::server::now_ms();
         let lease = c
             .lease_grant(ttl.as_secs().max(1) as i64, None)
             .await
@@ -55,6 +59,10 @@ impl Membership {
         .context("registering the capture key")?;
 
         let (lost_tx, session_lost) = watch::channel(false);
+        // Until when the lease is surely alive: from the moment a keep-alive
+        // was sent, the TTL etcd answered with.
+        let valid_until = Arc::new(AtomicU64::new(granted_at + ttl.as_millis() as u64));
+        let until = valid_until.clone();
         let (mut keeper, mut responses) = c
             .lease_keep_alive(lease)
             .await
@@ -64,9 +72,17 @@ impl Membership {
         let keepalive = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
-                let ok = keeper.keep_alive().await.is_ok()
-                    && matches!(responses.message().await, Ok(Some(r)) if r.ttl() > 0);
-                if !ok {
+                let sent = super::server::now_ms();
+                let answered = match keeper.keep_alive().await {
+                    Ok(()) => match responses.message().await {
+                        Ok(Some(r)) if r.ttl() > 0 => Some(r.ttl() as u64),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                };
+                if let Some(ttl_s) = answered {
+                    until.fetch_max(sent + ttl_s * 1000, Ordering::Relaxed);
+                } else {
                     tracing::error!(node = %id, "capture lease lost: this node's session is over");
                     let _ = lost_tx.send(true);
                     return;
@@ -137,6 +153,7 @@ impl Membership {
             lease,
             alive,
             session_lost,
+            valid_until,
             tasks: vec![keepalive, watcher],
         })
     }
@@ -144,6 +161,14 @@ impl Membership {
     /// The alive captures (with delayed removal), updated as etcd changes.
     pub fn alive(&self) -> watch::Receiver<BTreeMap<NodeId, CaptureInfo>> {
         self.alive.clone()
+    }
+
+    /// Until when (wall-clock ms) the capture lease is surely alive: the
+    /// send time of the last answered keep-alive plus the TTL etcd gave. A
+    /// process that was frozen past it may no longer hold its session even
+    /// if no keep-alive has failed yet.
+    pub fn valid_until(&self) -> Arc<AtomicU64> {
+        self.valid_until.clone()
     }
 
     /// Becomes `true` when the lease could not be kept alive.

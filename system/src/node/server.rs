@@ -30,6 +30,19 @@ use crate::maintainer::manager::MaintainerManager;
 use crate::messages::{ChangefeedConfig, Envelope, Message, NodeId, Topic};
 use crate::settings::NodeSettings;
 
+/// The node ended because its etcd session (the capture lease) was lost, as
+/// a TiCDC capture "suicides" when its session is done; `cdc-server` exits
+/// with [`SessionLost::EXIT_CODE`] so that its supervisor starts a new node
+/// (TiCDC's server starts a new capture with a new ID).
+#[derive(Debug, thiserror::Error)]
+#[error("node {0}: the etcd session (capture lease) was lost")]
+pub struct SessionLost(pub String);
+
+impl SessionLost {
+    /// The process exit code of a node whose session was lost.
+    pub const EXIT_CODE: i32 = 3;
+}
+
 pub use crate::api::{CoordinatorView, DispatcherManagerView, NodeSnapshot};
 
 #[derive(Debug, Clone)]
@@ -109,6 +122,18 @@ pub struct NodeHandle {
     pub snapshot: watch::Receiver<NodeSnapshot>,
     pub message_stats: Arc<Stats>,
     pub faults: Faults,
+    /// Set when this node acts only while its session surely holds
+    /// ([`Profile::node_fenced_by_session`]): until when (wall-clock ms).
+    pub fenced_until: Option<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl NodeHandle {
+    /// Whether the node's session may have run out (a fenced node only).
+    pub fn session_expired(&self) -> bool {
+        self.fenced_until
+            .as_ref()
+            .is_some_and(|u| now_ms() >= u.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 pub fn now_ms() -> u64 {
@@ -116,6 +141,17 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// What woke the node loop.
+enum Event {
+    Fence,
+    Envelope(Envelope),
+    Tick,
+    Membership,
+    Election(ElectionEvent),
+    Command(Command),
+    SessionLost(bool),
 }
 
 enum ElectionEvent {
@@ -221,18 +257,21 @@ fn spawn_election(
     });
 }
 
-/// The message center's hook: this node's message failpoints.
+/// The message center's hook: this node's message failpoints. The
+/// failpoints by message type act on every message of the type this node
+/// sends, to itself too (a maintainer on the coordinator's node reports
+/// through the same path); the others only on messages to peers.
 fn message_faults(me: NodeId, faults: Faults) -> super::message_center::Hook {
     Arc::new(move |e: &Envelope| {
-        if e.to == me {
-            return Verdict::Deliver;
-        }
         let kind = e.msg.kind();
         if let Some(d) = faults.hit_kind_ms(Failpoint::DelayMessageType, kind) {
             return Verdict::Delay(d);
         }
         if faults.hit_kind(Failpoint::DuplicateMessageType, kind) {
             return Verdict::Duplicate;
+        }
+        if e.to == me {
+            return Verdict::Deliver;
         }
         if matches!(e.msg, Message::CloseRequest { .. }) {
             if let Some(d) = faults.hit_ms(Failpoint::DelayCloseRequest) {
@@ -597,7 +636,12 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         snapshot,
         message_stats: mc.stats.clone(),
         faults: cfg.faults.clone(),
+        fenced_until: s
+            .profile
+            .node_fenced_by_session()
+            .then(|| membership.valid_until()),
     };
+    let fenced_until = handle.fenced_until.clone();
     let mut session_lost = membership.session_lost();
     let tick_every = s.tick();
     let mut node = NodeLoop {
@@ -627,13 +671,49 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let exit = loop {
                 let now = now_ms();
-                let exit = tokio::select! {
-                    Some(e) = inbox.recv() => { node.on_envelope(now, e); None }
-                    _ = tick.tick() => { node.on_tick(now).await; None }
-                    Ok(()) = node.alive_rx.changed() => { node.on_membership(now); None }
-                    Some(ev) = elect_rx.recv() => { node.on_election(now, ev).await; None }
-                    Some(cmd) = commands.recv() => node.on_command(now, cmd).await,
-                    Ok(()) = session_lost.changed() => (*session_lost.borrow()).then_some(Exit::SessionLost),
+                let until = || {
+                    fenced_until
+                        .as_ref()
+                        .map(|u| u.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                // The fence's timer wakes the loop when the session may
+                // have run out with nothing else to do.
+                let fence_in = until().map(|u| Duration::from_millis(u.saturating_sub(now)));
+                let event = tokio::select! {
+                    _ = tokio::time::sleep(fence_in.unwrap_or_default()), if fence_in.is_some() => Event::Fence,
+                    Some(e) = inbox.recv() => Event::Envelope(e),
+                    _ = tick.tick() => Event::Tick,
+                    Ok(()) = node.alive_rx.changed() => Event::Membership,
+                    Some(ev) = elect_rx.recv() => Event::Election(ev),
+                    Some(cmd) = commands.recv() => Event::Command(cmd),
+                    Ok(()) = session_lost.changed() => Event::SessionLost(*session_lost.borrow()),
+                };
+                // A fenced node handles nothing once its session may have
+                // run out (e.g. it was frozen past it): it stops first.
+                let now = now_ms();
+                if until().is_some_and(|u| now >= u) {
+                    break Exit::SessionLost;
+                }
+                let exit = match event {
+                    Event::Fence => None,
+                    Event::Envelope(e) => {
+                        node.on_envelope(now, e);
+                        None
+                    }
+                    Event::Tick => {
+                        node.on_tick(now).await;
+                        None
+                    }
+                    Event::Membership => {
+                        node.on_membership(now);
+                        None
+                    }
+                    Event::Election(ev) => {
+                        node.on_election(now, ev).await;
+                        None
+                    }
+                    Event::Command(cmd) => node.on_command(now, cmd).await,
+                    Event::SessionLost(lost) => lost.then_some(Exit::SessionLost),
                 };
                 if let Some(exit) = exit {
                     break exit;
@@ -643,9 +723,7 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
             drop(node);
             match exit {
                 Exit::Shutdown => Ok(()),
-                Exit::SessionLost => Err(anyhow::anyhow!(
-                    "node {id}: the etcd session (capture lease) was lost"
-                )),
+                Exit::SessionLost => Err(anyhow::Error::new(SessionLost(id.to_string()))),
             }
         },
         span,
