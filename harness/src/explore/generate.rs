@@ -393,7 +393,18 @@ pub fn generate(spec: &Spec) -> Generated {
     for family in families {
         // A few tries to place a fault that overlaps nothing exclusive.
         for _try in 0..8 {
-            let start = rng.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500;
+            // Half the faults after the first start around an earlier one
+            // (2 s before to 6 s after it), so faults meet (Jepsen's `any`).
+            let start = match drafts.len() {
+                n if n > 0 && rng.random_bool(0.5) => {
+                    let near = drafts[rng.random_range(0..n)].start_ms;
+                    let offset = rng.random_range(0..=16u64) * 500;
+                    (near + offset)
+                        .saturating_sub(2_000)
+                        .clamp(PHASE_START_MS, PHASE_END_MS)
+                }
+                _ => rng.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500,
+            };
             let len = *pick(&mut rng, &bounds);
             let end = (start + len).min(HEAL_BY_MS);
             let cf = pick(&mut rng, &feeds).clone();
