@@ -14,6 +14,8 @@
 //! - [`run_model`]: the record of one run (`run.json`), re-exported from `reports`;
 //! - [`checker`]: invariant checkers, pure functions of a run;
 //! - [`swarm`]: `chaos sim`, seeded swarm runs of the simulated control plane;
+//! - [`shard`]: `--shard K/N`, the stable slice of a set of runs a machine runs;
+//! - [`provenance`]: commit, images, catalog hash: the manifest beside a run set;
 //! - [`runner`]: runs a scenario on real containers (generator, nemesis,
 //!   observer) and records the run for the checkers.
 
@@ -22,8 +24,10 @@ pub mod cluster;
 pub mod docker;
 pub mod images;
 pub mod kafka;
+pub mod provenance;
 pub mod runner;
 pub mod scenario;
+pub mod shard;
 pub mod slot;
 pub mod smoke;
 pub mod swarm;

@@ -199,6 +199,58 @@ fn chaos_list_shows_expected_verdicts_per_profile() {
     );
 }
 
+/// `chaos list --shard K/N` prints disjoint slices that together are the
+/// catalog's runs; a bad K/N is a usage error naming the flag and the fix.
+#[test]
+fn chaos_list_shard_prints_disjoint_slices_of_the_catalog() {
+    let rows = |out: &Output| -> Vec<(String, String)> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .skip(1)
+            .filter(|l| !l.starts_with("shard "))
+            .map(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                (c[0].to_string(), c[1].to_string())
+            })
+            .collect()
+    };
+    let mut whole: Vec<(String, String)> = Vec::new();
+    for p in scenario::files_in(&root().join("scenarios")).unwrap() {
+        let s = scenario::load(&p).unwrap();
+        for prof in &s.cluster.profiles {
+            whole.push((s.name.clone(), prof.as_str().to_string()));
+        }
+    }
+    whole.sort();
+    let mut union = Vec::new();
+    for k in 1..=3 {
+        let out = chaos(&["list", "--shard", &format!("{k}/3"), "--seed", "5"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let slice = rows(&out);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "shard {k}/3 (seed 5): {} of {} run(s)",
+            slice.len(),
+            whole.len()
+        )));
+        union.extend(slice);
+    }
+    union.sort();
+    assert_eq!(union, whole, "each run in exactly one of three shards");
+    for bad in ["0/3", "4/3", "1/0", "3", "a/b"] {
+        let out = chaos(&["list", "--shard", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--shard") && err.contains("`--shard "),
+            "{bad}: {err}"
+        );
+    }
+}
+
 /// A run where cf1 is "replicating" on n2 but n2 only hosts a removal-only
 /// maintainer: the seed bug in two samples.
 fn broken_run() -> Run {

@@ -9,6 +9,7 @@ pub mod anchor;
 pub mod html;
 pub mod junit;
 pub mod logs;
+pub mod manifest;
 pub mod run_model;
 pub mod timeline;
 

@@ -496,7 +496,13 @@ impl Run {
         if self.faults.iter().any(|f| f.healed_ms.is_none()) {
             return None;
         }
-        Some(self.faults.iter().filter_map(|f| f.healed_ms).max().unwrap_or(0))
+        Some(
+            self.faults
+                .iter()
+                .filter_map(|f| f.healed_ms)
+                .max()
+                .unwrap_or(0),
+        )
     }
 
     /// The upstream commit `changefeed` must pass to have recovered from the

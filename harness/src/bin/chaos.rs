@@ -52,6 +52,12 @@ enum Cmd {
         /// The catalog directory.
         #[arg(long, default_value = "scenarios")]
         dir: PathBuf,
+        /// Print the runs (scenario x profile) of shard K of N instead.
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
+        /// The seed the shard is chosen with (as `chaos run --seed`).
+        #[arg(long, default_value_t = 1, requires = "shard")]
+        seed: u64,
     },
     /// Validate scenario files (or every *.toml of a directory); starts nothing.
     Validate {
@@ -96,6 +102,10 @@ enum Cmd {
         /// totals); default `<report-dir>/summary.json`.
         #[arg(long)]
         summary: Option<PathBuf>,
+        /// Run only shard K of N of the chosen runs (1-based; a stable hash of
+        /// scenario x profile x seed, see `chaos list --shard`).
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
     },
     /// Swarm simulation: seeded random fault schedules against the real
     /// control plane in the simulator (no Docker). Exit 0 when no invariant
@@ -136,6 +146,9 @@ enum Cmd {
         /// scenario file into this directory, for `chaos run --dir`.
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Run only the seeds of shard K of N (the same hash as `chaos run --shard`).
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
     },
     /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
     Report {
@@ -216,6 +229,41 @@ fn replay_and_export(
         harness::swarm::export_to(plan, &name, dir)?;
     }
     Ok(found)
+}
+
+/// `chaos list --shard K/N`: the runs of one shard, and how many of all.
+fn list_shard(dir: &Path, shard: harness::shard::Shard, seed: u64) -> ExitCode {
+    let loaded: Result<Vec<scenario::Scenario>, String> = scenario::files_in(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))
+        .and_then(|paths| {
+            paths
+                .iter()
+                .map(|p| scenario::load(p).map_err(|e| e.to_string()))
+                .collect()
+        });
+    let catalog = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("chaos: {e}\nchaos: see `chaos validate {}`", dir.display());
+            return ExitCode::from(EXIT_INVALID_SCENARIO);
+        }
+    };
+    let all = harness::shard::catalog_runs(&catalog, None);
+    let slice: Vec<_> = all
+        .iter()
+        .filter(|(s, p)| harness::shard::contains(shard, &s.name, p.as_str(), seed))
+        .collect();
+    println!("{:<36} {:<9} expected", "scenario", "profile");
+    for (s, p) in &slice {
+        let e = s.expect.get(p).map_or("-".to_string(), |e| e.to_string());
+        println!("{:<36} {:<9} {e}", s.name, p.as_str());
+    }
+    println!(
+        "shard {shard} (seed {seed}): {} of {} run(s)",
+        slice.len(),
+        all.len()
+    );
+    ExitCode::SUCCESS
 }
 
 fn list(dir: &Path) -> ExitCode {
@@ -343,6 +391,7 @@ struct RunRequest<'a> {
     mode: RunMode,
     jobs: usize,
     summary: Option<&'a Path>,
+    shard: Option<harness::shard::Shard>,
 }
 
 /// One finished run of the plan.
@@ -367,6 +416,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         mode,
         jobs,
         summary,
+        shard,
     } = req;
     if names.is_empty() && !all {
         eprintln!("chaos run: name scenarios or pass --all (see `chaos list`)");
@@ -417,17 +467,32 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         }
         out
     };
-    let mut plan: Vec<(scenario::Scenario, Profile)> = Vec::new();
-    for s in &chosen {
-        for p in &s.cluster.profiles {
-            if only.is_none_or(|o| o == *p) {
-                plan.push(((*s).clone(), *p));
-            }
-        }
-    }
+    let mut plan: Vec<(scenario::Scenario, Profile)> =
+        harness::shard::catalog_runs(chosen.iter().copied(), only)
+            .into_iter()
+            .map(|(s, p)| (s.clone(), p))
+            .collect();
     if plan.is_empty() {
         eprintln!("chaos run: no scenario declares profile {only:?}; nothing to run");
         return ExitCode::from(2);
+    }
+    let whole = plan.len();
+    if let Some(sh) = shard {
+        plan.retain(|(s, p)| harness::shard::contains(sh, &s.name, p.as_str(), seed));
+        eprintln!("==> shard {sh}: {} of {whole} run(s)", plan.len());
+    }
+    // The manifest beside the runs (commit, catalog, images, seed, shard),
+    // kept current after every run so a shard cut short still merges.
+    let mut manifest = match harness::provenance::Recorder::start(dir, seed, shard, report_dir) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("chaos run: writing the manifest: {e:#}");
+            return ExitCode::from(Verdict::Error.exit_code());
+        }
+    };
+    if plan.is_empty() {
+        println!("shard holds none of the {whole} run(s); nothing to run");
+        return ExitCode::SUCCESS;
     }
     // Longest first: the makespan of `jobs` parallel runs is shortest when
     // the long ones do not start last.
@@ -536,8 +601,9 @@ fn run_cmd(req: RunRequest) -> ExitCode {
             let written = std::fs::create_dir_all(&out)
                 .map_err(anyhow::Error::from)
                 .and_then(|_| Ok(std::fs::write(out.join("run.json"), d.run.to_json()?)?));
-            if let Err(e) = written {
-                line(format!("chaos: writing {}: {e:#}", out.display()));
+            match written.and_then(|_| manifest.record(&d.run, &out.join("run.json"))) {
+                Ok(()) => {}
+                Err(e) => line(format!("chaos: writing {}: {e:#}", out.display())),
             }
             let verdict = d.run.verdict.unwrap_or(Verdict::Error);
             if !d.ok {
@@ -787,7 +853,12 @@ fn main() -> ExitCode {
     }
     // Offline commands: no runtime, no Docker.
     match &cli.cmd {
-        Cmd::List { dir } => return list(dir),
+        Cmd::List { dir, shard, seed } => {
+            return match shard {
+                Some(sh) => list_shard(dir, *sh, *seed),
+                None => list(dir),
+            }
+        }
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
         Cmd::Report { runs, out } => return report(runs, out),
@@ -803,6 +874,7 @@ fn main() -> ExitCode {
             shrink_runs,
             out,
             export,
+            shard,
         } => {
             if *trace && replay.is_none() && plan.is_none() {
                 eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
@@ -828,6 +900,7 @@ fn main() -> ExitCode {
                     shrink_runs: *shrink_runs,
                     out: out.clone(),
                     export: export.clone(),
+                    shard: *shard,
                 }),
             };
             return match r {
@@ -849,6 +922,7 @@ fn main() -> ExitCode {
             full,
             jobs,
             summary,
+            shard,
         } => {
             return run_cmd(RunRequest {
                 names,
@@ -860,6 +934,7 @@ fn main() -> ExitCode {
                 mode: if *full { RunMode::Full } else { RunMode::Early },
                 jobs: jobs.map_or_else(harness::runner::default_jobs, usize::from),
                 summary: summary.as_deref(),
+                shard: *shard,
             })
         }
         _ => {}

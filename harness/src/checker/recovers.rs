@@ -116,8 +116,14 @@ mod tests {
     #[test]
     fn the_normal_state_is_the_systems_word() {
         use cdc_system::api::FeedState;
-        assert_eq!(FeedState::Normal.to_string(), crate::run_model::NORMAL_STATE);
-        assert_ne!(FeedState::Warning.to_string(), crate::run_model::NORMAL_STATE);
+        assert_eq!(
+            FeedState::Normal.to_string(),
+            crate::run_model::NORMAL_STATE
+        );
+        assert_ne!(
+            FeedState::Warning.to_string(),
+            crate::run_model::NORMAL_STATE
+        );
     }
 
     #[test]
@@ -133,7 +139,9 @@ mod tests {
         let r = check(&healthy);
         let ms = healthy.recovery_ms().expect("the healthy run recovers");
         assert!(
-            r.evidence[0].message.contains(&format!("{} after the last heal", secs(ms))),
+            r.evidence[0]
+                .message
+                .contains(&format!("{} after the last heal", secs(ms))),
             "{ms} ms vs {r:?}"
         );
         assert_eq!(fixtures::seed_bug().recovery_ms(), None, "never recovered");
