@@ -9,7 +9,8 @@
 //! - `run`: run scenarios on real containers, judge them and report;
 //! - `check`: judge a recorded `run.json`;
 //! - `report`: render recorded runs into HTML and JUnit (the `reports`
-//!   crate), from the run.json files alone.
+//!   crate), from the run.json files alone; merge shard directories and
+//!   add trends over earlier nights (`--history`).
 //!
 //! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
 //! 4 INCONCLUSIVE, 5 invalid scenario file.
@@ -150,11 +151,19 @@ enum Cmd {
         #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
         shard: Option<harness::shard::Shard>,
     },
-    /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
+    /// Render recorded runs into one HTML page (report.html) and JUnit XML
+    /// (junit.xml). Directories (each a `chaos run`'s, with manifest.json)
+    /// are merged after checking that they are shards of one set; every
+    /// input a directory, `--out` also gets the merged runs and manifest.
     Report {
-        /// Recorded runs (run.json files).
-        #[arg(required = true)]
+        /// Recorded runs: run.json files, or directories of run sets.
+        #[arg(required_unless_present = "history")]
         runs: Vec<PathBuf>,
+        /// Earlier nights' run-set directories: add a trend section (per
+        /// scenario x profile: verdicts, recovery time, FAIL/INCONCLUSIVE
+        /// rate); alone, the page shows the newest night's runs.
+        #[arg(long, num_args = 1.., value_name = "DIR")]
+        history: Vec<PathBuf>,
         /// Output directory.
         #[arg(long, default_value = "reports/out")]
         out: PathBuf,
@@ -352,14 +361,20 @@ fn check(path: &Path) -> ExitCode {
 }
 
 /// `chaos report`: exit 0 when rendered (whatever the runs' verdicts), 3
-/// when a run.json cannot be read or an output cannot be written.
-fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
-    let result = reports::load_runs(runs).and_then(|r| {
-        let written = reports::write(&r, out)?;
-        Ok((r, written))
-    });
-    match result {
-        Ok((runs, written)) => {
+/// when an input cannot be read, shards do not merge (`reports::merge`) or
+/// an output cannot be written.
+fn report(inputs: &[PathBuf], history: &[PathBuf], out: &Path) -> ExitCode {
+    match reports::report(reports::ReportRequest {
+        inputs,
+        history,
+        out,
+    }) {
+        Ok(reports::Reported {
+            runs,
+            written,
+            manifest,
+            nights,
+        }) => {
             for r in &runs {
                 println!(
                     "{:<13} {} under {} (seed {})",
@@ -371,6 +386,12 @@ fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
             }
             println!("html   {}", written.html.display());
             println!("junit  {}", written.junit.display());
+            if let Some(m) = manifest {
+                println!("merged {} ({} run(s))", m.display(), runs.len());
+            }
+            if nights > 0 {
+                println!("trend  over {nights} night(s)");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -861,7 +882,7 @@ fn main() -> ExitCode {
         }
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
-        Cmd::Report { runs, out } => return report(runs, out),
+        Cmd::Report { runs, history, out } => return report(runs, history, out),
         Cmd::Sim {
             profile,
             seeds,
