@@ -89,8 +89,9 @@ pub struct Reported {
 /// and their merge, the history), then writes `out/report.html` and
 /// `out/junit.xml`; when every input is a run-set directory, also the merged
 /// set: each run's `run.json` at [`merge::run_path`] and `manifest.json`
-/// (last, so `out` is a run set for a later `--history`). Nothing is written
-/// when a check fails.
+/// (last, so `out` is a run set for a later `--history`; a history night that
+/// is this set, from an earlier run of the same merge, is replaced by it).
+/// Nothing is written when a check fails.
 pub fn report(req: ReportRequest<'_>) -> anyhow::Result<Reported> {
     let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) = req.inputs.iter().partition(|p| p.is_dir());
     if !req.history.is_empty() && !files.is_empty() {
@@ -149,6 +150,10 @@ pub fn report(req: ReportRequest<'_>) -> anyhow::Result<Reported> {
     set_runs.sort_by(|a, b| run_key(a.1).cmp(&run_key(b.1)));
     let mut nights: Vec<RunSet> = history;
     if let Some(m) = &merged {
+        // A night of the history that is this set (a re-run of the merge:
+        // same start and commit) is replaced by it.
+        nights
+            .retain(|n| (&n.manifest.started_at, &n.manifest.commit) != (&m.started_at, &m.commit));
         nights.push(RunSet {
             dir: req.out.to_path_buf(),
             manifest: m.clone(),

@@ -205,6 +205,14 @@ fn tonights_shards_merge_and_join_the_history() {
             .starts_with("2026-12-09T02:00:00"),
         "tonight is newest"
     );
+    // The same merge again, with its first result already in the history
+    // (a re-run): tonight counts once.
+    let mut again = nights.clone();
+    let kept = root.join("kept");
+    copy_dir(&out, &kept);
+    again.push(kept);
+    let r = history(&tonight, &again, &root.join("merged-again")).unwrap();
+    assert_eq!(r.nights, 4);
     // Tomorrow: the merged directory is one of the nights.
     let mut next: Vec<PathBuf> = nights.clone();
     next.push(out.clone());
@@ -239,4 +247,17 @@ fn bad_histories_are_refused_with_nothing_written() {
     let err = format!("{:#}", history(&[file], &nights[..1], &out).unwrap_err());
     assert!(err.contains("--history compares nights"), "{err}");
     assert!(!out.exists());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::create_dir_all(to).unwrap();
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
 }
