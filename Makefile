@@ -11,16 +11,22 @@ JOBS ?=
 FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
-.PHONY: all setup test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim
+.PHONY: all setup packages test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim \
+	actionlint nightly-shard nightly-merge nightly-local
 
 all: test
 
-## setup: Debian packages, the Docker engine, and the pinned images (idempotent).
+## setup: Debian packages, actionlint, the Docker engine, and the pinned images (idempotent).
 setup:
 	@bash scripts/setup.sh
 
-## test: setup, then the whole test suite: formatting and lints, unit tests (no Docker) and real-container tests.
-test: setup lint
+## packages: only setup's Debian packages (what a build needs; no engine, no images).
+packages:
+	@bash scripts/setup.sh --packages
+
+## test: setup, then the whole test suite: formatting and lints, the workflows' lint, unit tests
+## (no Docker) and real-container tests.
+test: setup lint actionlint
 	@echo "==> cargo build --workspace --all-targets"
 	@$(CARGO) build --workspace --all-targets --locked
 	@echo "==> system image (the workspace's binaries)"
@@ -110,3 +116,45 @@ lint:
 
 clippy:
 	@$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+## actionlint: lint .github/workflows with the pinned actionlint `make setup` installs (part of make test).
+## Without shellcheck and pyflakes, so the verdict does not depend on what else the host has.
+ACTIONLINT = .build/bin/actionlint
+actionlint:
+	@test -x $(ACTIONLINT) || { echo "actionlint: $(ACTIONLINT) is missing; run make setup (it go-installs the pinned version)" >&2; exit 1; }
+	@echo "==> actionlint .github/workflows/*.yml"
+	@$(ACTIONLINT) -shellcheck= -pyflakes= .github/workflows/*.yml
+
+## The nightly (.github/workflows/nightly-chaos.yml runs these targets; nightly-local runs them here).
+## Shard k of N writes $(NIGHTLY_DIR)/shard-k; the merge reads every shard-*, the earlier nights in
+## $(NIGHTLY_DIR)/history, and writes $(NIGHTLY_DIR)/merged (scripts/nightly-merge.sh).
+NIGHTLY_DIR ?= reports/out/nightly
+SHARDS ?= 2
+
+## nightly-shard: SHARD=k/N: shard k of the nightly's catalog runs on fresh containers.
+nightly-shard: setup
+	@case "$(SHARD)" in */*) ;; *) echo "nightly-shard: give SHARD=k/N, e.g. make nightly-shard SHARD=1/4" >&2; exit 2 ;; esac
+	@echo "==> building the workspace"
+	@$(CARGO) build --workspace --bins --locked
+	@bash scripts/build-system-image.sh
+	@./target/debug/chaos reap
+	@rm -rf $(NIGHTLY_DIR)/shard-$(firstword $(subst /, ,$(SHARD)))
+	@echo "==> chaos run --all --shard $(SHARD) --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir $(NIGHTLY_DIR)/shard-$(firstword $(subst /, ,$(SHARD)))"
+	@./target/debug/chaos run --all --shard $(SHARD) --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir $(NIGHTLY_DIR)/shard-$(firstword $(subst /, ,$(SHARD)))
+
+## nightly-merge: the shards into one report.html, junit.xml and run set with the history's trends;
+## the merged set joins the history (newest NIGHTLY_KEEP nights kept). Needs no Docker.
+nightly-merge: packages
+	@echo "==> cargo build -p harness --bin chaos"
+	@$(CARGO) build -p harness --bin chaos --locked
+	@NIGHTLY_DIR=$(NIGHTLY_DIR) bash scripts/nightly-merge.sh
+
+## nightly-local: SHARDS=N: the nightly here: shards 1..N one after another, then merged exactly as
+## the workflow merges them. Exit 0 when every shard met its expectations and the merge succeeded.
+nightly-local:
+	@rm -rf $(NIGHTLY_DIR)/shard-* $(NIGHTLY_DIR)/merged
+	@rc=0; for k in $$(seq 1 $(SHARDS)); do \
+	  $(MAKE) --no-print-directory nightly-shard SHARD=$$k/$(SHARDS) || rc=1; \
+	done; \
+	$(MAKE) --no-print-directory nightly-merge || rc=1; \
+	exit $$rc

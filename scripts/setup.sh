@@ -2,9 +2,16 @@
 # `make setup`: bring this machine to the point where the chaos tier can run.
 #
 #   1. Debian packages the build and the engine need, installed only when missing.
-#   2. A Docker engine: left alone when one answers, started (dockerd) otherwise.
-#   3. Pinned images, built only when missing or when their inputs changed:
+#   2. actionlint (the workflows' linter `make test` runs), `go install`ed into
+#      .build/bin when missing or of another version.
+#   3. A Docker engine: left alone when one answers, started (dockerd) otherwise.
+#   4. Pinned images, built only when missing or when their inputs changed:
 #      the Debian base (from the mirror), etcd, Apache Kafka, Toxiproxy.
+#
+# On a host that is not Debian (GitHub's hosted Ubuntu runners) the same steps
+# work: apt runs through passwordless sudo when not root, a package whose
+# stand-in is present is not installed (see `stand_in`), and the base image is
+# pulled from a registry (see step 4).
 #
 # Idempotent: a second run on a warm machine installs and rebuilds nothing.
 # Every image carries a label cdc-chaos.inputs-hash; a build happens only when
@@ -15,12 +22,13 @@
 #                                 pristine container to prove the list)
 # SETUP_WITHOUT="pkg ..." leaves those packages out of step 1, to show that the
 # build fails without one (`make fresh-check FRESH_CHECK_WITHOUT=libprotobuf-dev`).
+# SETUP_BASE_FROM_REGISTRY=1 pulls the base image from a registry on Debian too.
 set -euo pipefail
 only_packages=false
 for arg in "$@"; do
   case "$arg" in
     --packages) only_packages=true ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) printf 'setup: error: unknown argument %q (known: --packages)\n' "$arg" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +43,8 @@ t0=$SECONDS
 step() { printf '==> %s\n' "$*"; }
 info() { printf '    %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+# The host's distribution (debian here; ubuntu on GitHub's hosted runners).
+os_id=$( (. /etc/os-release 2>/dev/null && printf '%s' "${ID:-unknown}") || echo unknown)
 
 # --- 1. Debian packages -------------------------------------------------------
 step "Debian packages"
@@ -61,23 +71,45 @@ if [ -n "${SETUP_WITHOUT:-}" ]; then
   done
   wanted=("${kept[@]}")
 fi
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+# A package that another install already provides on hosts that are not plain
+# Debian, so it is not installed over it:
+#   docker.io: Docker's own docker-ce (GitHub's Ubuntu runners): installing
+#     docker.io there would remove docker-ce and containerd.io;
+#   chromium:  a Chromium at /usr/bin/chromium outside apt (GitHub's runners
+#     link a Chromium build there).
+stand_in() {
+  case "$1" in
+    docker.io) installed docker-ce && echo "docker-ce" ;;
+    chromium) [ -x /usr/bin/chromium ] && echo "/usr/bin/chromium" ;;
+  esac
+}
+# The package's name in this host's apt: Ubuntu ships Chromium as a snap, and
+# apt's `chromium-browser` installs it (the browser test then needs
+# CHROMIUM=/snap/bin/chromium); every other name is the same on Ubuntu.
+apt_name() { case "$os_id:$1" in ubuntu:chromium) echo chromium-browser ;; *) echo "$1" ;; esac; }
 missing=()
 for p in "${wanted[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$p")
+  installed "$(apt_name "$p")" && continue
+  if by=$(stand_in "$p") && [ -n "$by" ]; then
+    info "$p: provided by $by"
+    continue
   fi
+  missing+=("$(apt_name "$p")")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   info "all present: ${wanted[*]}"
 else
-  [ "$(id -u)" = 0 ] || die "missing packages ${missing[*]} and not root; install them with: sudo apt-get install -y ${missing[*]}"
-  info "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
+  # As root, or through passwordless sudo (GitHub's runners run as `runner`).
+  if [ "$(id -u)" = 0 ]; then as_root=(); elif sudo -n true 2>/dev/null; then as_root=(sudo -n); else
+    die "missing packages ${missing[*]} and not root; install them with: sudo apt-get install -y ${missing[*]}"
+  fi
+  info "installing: ${missing[*]}${as_root[*]:+ (through sudo)}"
   # openjdk-17-jre-headless (maven's JRE) fails in its postinst where the image
   # excludes man pages and this directory is missing (slim images, the base image).
-  mkdir -p /usr/share/man/man1
-  apt-get update -q >"$build_dir/apt-update.log" 2>&1 || { tail -20 "$build_dir/apt-update.log" >&2; die "apt-get update failed (log: $build_dir/apt-update.log)"; }
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >"$build_dir/apt-install.log" 2>&1 \
+  "${as_root[@]}" mkdir -p /usr/share/man/man1
+  "${as_root[@]}" apt-get update -q >"$build_dir/apt-update.log" 2>&1 || { tail -20 "$build_dir/apt-update.log" >&2; die "apt-get update failed (log: $build_dir/apt-update.log)"; }
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$build_dir/apt-install.log" 2>&1 \
     || { tail -20 "$build_dir/apt-install.log" >&2; die "apt-get install failed (log: $build_dir/apt-install.log)"; }
 fi
 if $only_packages; then
@@ -88,7 +120,27 @@ command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || die "no Go toolc
 command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
 command -v cargo >/dev/null 2>&1 || die "no cargo found: install Rust (rustup) first"
 
-# --- 2. Docker engine ---------------------------------------------------------
+# --- 2. actionlint --------------------------------------------------------------
+step "actionlint"
+actionlint_version=v1.7.12
+actionlint_bin=$build_dir/bin/actionlint
+have=$("$actionlint_bin" -version 2>/dev/null | head -1 || true)
+if [ "$have" = "$actionlint_version" ]; then
+  info "$actionlint_bin $have present"
+else
+  info "go install github.com/rhysd/actionlint/cmd/actionlint@$actionlint_version (found: ${have:-none})"
+  t=$SECONDS
+  # go install will not replace a file it did not build.
+  rm -f "$actionlint_bin"
+  GOBIN=$(dirname "$actionlint_bin") CGO_ENABLED=0 go install \
+      "github.com/rhysd/actionlint/cmd/actionlint@$actionlint_version" \
+    >"$build_dir/go-install-actionlint.log" 2>&1 || { tail -20 "$build_dir/go-install-actionlint.log" >&2; die "go install of actionlint failed (log: $build_dir/go-install-actionlint.log)"; }
+  have=$("$actionlint_bin" -version | head -1)
+  [ "$have" = "$actionlint_version" ] || die "go install built actionlint $have, not $actionlint_version"
+  info "built actionlint $have in $((SECONDS - t)) s"
+fi
+
+# --- 3. Docker engine ---------------------------------------------------------
 step "Docker engine"
 if timeout 10 docker info >/dev/null 2>&1; then
   info "an engine answers ($(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}'))"
@@ -104,7 +156,7 @@ else
   info "engine up ($(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}'))"
 fi
 
-# --- 3. Images ----------------------------------------------------------------
+# --- 4. Images ----------------------------------------------------------------
 label_of() { docker image inspect -f '{{index .Config.Labels "cdc-chaos.inputs-hash"}}' "$1" 2>/dev/null || true; }
 image_id() { docker image inspect -f '{{.Id}}' "$1"; }
 hash_inputs() { # hash_inputs FILE... -- STRING...
@@ -127,6 +179,20 @@ sources_file=/etc/apt/sources.list.d/debian.sources
 [ -s "$sources_file" ] || sources_file=/etc/apt/sources.list
 base_hash=$(hash_inputs images/base/build.sh "$DEBIAN_SUITE" "$sources_file")
 existing=$(label_of "$BASE_IMAGE")
+# Off Debian there is no Debian mirror for mmdebstrap: the official image is
+# pulled from a registry instead (also on Debian with SETUP_BASE_FROM_REGISTRY=1);
+# it carries no inputs-hash label, which the check below accepts as official.
+if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 \
+    && { [ "$os_id" != debian ] || [ "${SETUP_BASE_FROM_REGISTRY:-0}" = 1 ]; }; then
+  info "docker pull $BASE_IMAGE (host $os_id$( [ "$os_id" = debian ] && echo ', SETUP_BASE_FROM_REGISTRY=1'))"
+  if timeout 300 docker pull -q "$BASE_IMAGE" >"$build_dir/pull-base.log" 2>&1; then
+    info "pulled $BASE_IMAGE"
+    existing=""
+  else
+    [ "$os_id" = debian ] || { tail -5 "$build_dir/pull-base.log" >&2; die "no registry answered for $BASE_IMAGE (log: $build_dir/pull-base.log) and this $os_id host has no Debian mirror to build it from; pull or load $BASE_IMAGE, then run make setup again"; }
+    info "no registry answered (log: $build_dir/pull-base.log); building from the mirror"
+  fi
+fi
 if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 && { [ -z "$existing" ] || [ "$existing" = "$base_hash" ]; }; then
   info "up to date ($( [ -z "$existing" ] && echo 'an official image' || echo "inputs $base_hash"))"
 else

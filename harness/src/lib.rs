@@ -15,6 +15,8 @@
 //! - [`checker`]: invariant checkers, pure functions of a run;
 //! - [`swarm`]: `chaos sim`, seeded swarm runs of the simulated control plane;
 //! - [`explore`]: `chaos explore`, seeded fault schedules as scenario files;
+//! - [`shard`]: `--shard K/N`, the stable slice of a set of runs a machine runs;
+//! - [`provenance`]: commit, images, catalog hash: the manifest beside a run set;
 //! - [`runner`]: runs a scenario on real containers (generator, nemesis,
 //!   observer) and records the run for the checkers.
 
@@ -24,8 +26,10 @@ pub mod docker;
 pub mod explore;
 pub mod images;
 pub mod kafka;
+pub mod provenance;
 pub mod runner;
 pub mod scenario;
+pub mod shard;
 pub mod slot;
 pub mod smoke;
 pub mod swarm;

@@ -199,6 +199,58 @@ fn chaos_list_shows_expected_verdicts_per_profile() {
     );
 }
 
+/// `chaos list --shard K/N` prints disjoint slices that together are the
+/// catalog's runs; a bad K/N is a usage error naming the flag and the fix.
+#[test]
+fn chaos_list_shard_prints_disjoint_slices_of_the_catalog() {
+    let rows = |out: &Output| -> Vec<(String, String)> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .skip(1)
+            .filter(|l| !l.starts_with("shard "))
+            .map(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                (c[0].to_string(), c[1].to_string())
+            })
+            .collect()
+    };
+    let mut whole: Vec<(String, String)> = Vec::new();
+    for p in scenario::files_in(&root().join("scenarios")).unwrap() {
+        let s = scenario::load(&p).unwrap();
+        for prof in &s.cluster.profiles {
+            whole.push((s.name.clone(), prof.as_str().to_string()));
+        }
+    }
+    whole.sort();
+    let mut union = Vec::new();
+    for k in 1..=3 {
+        let out = chaos(&["list", "--shard", &format!("{k}/3"), "--seed", "5"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let slice = rows(&out);
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "shard {k}/3 (seed 5): {} of {} run(s)",
+            slice.len(),
+            whole.len()
+        )));
+        union.extend(slice);
+    }
+    union.sort();
+    assert_eq!(union, whole, "each run in exactly one of three shards");
+    for bad in ["0/3", "4/3", "1/0", "3", "a/b"] {
+        let out = chaos(&["list", "--shard", bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--shard") && err.contains("`--shard "),
+            "{bad}: {err}"
+        );
+    }
+}
+
 /// A run where cf1 is "replicating" on n2 but n2 only hosts a removal-only
 /// maintainer: the seed bug in two samples.
 fn broken_run() -> Run {
@@ -416,4 +468,66 @@ fn chaos_report_re_renders_recorded_runs_and_rejects_bad_files() {
     let r = chaos(&["report", "/nonexistent/run.json"]);
     assert_ne!(r.status.code(), Some(0));
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `chaos report DIR...` merges shard directories (exit 0, the merged run
+/// set in --out) and refuses a missing shard (exit 3, naming it, nothing
+/// written).
+#[test]
+fn chaos_report_merges_shard_directories_and_refuses_a_missing_one() {
+    use harness::run_model::Run;
+    use reports::manifest::{Manifest, ManifestRun, Shard, MANIFEST_VERSION};
+    let root = std::env::temp_dir().join(format!("cdc-chaos-merge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let fixtures = root_dir_runs();
+    let shard = |k: u32, run: &Run| -> PathBuf {
+        let dir = root.join(format!("shard-{k}"));
+        let rel = format!("{}/{}/run.json", run.meta.scenario, run.meta.profile);
+        std::fs::create_dir_all(dir.join(&rel).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(&rel), run.to_json().unwrap()).unwrap();
+        Manifest {
+            manifest_version: MANIFEST_VERSION,
+            commit: "fixture".into(),
+            catalog_hash: "0123456789abcdef".into(),
+            images: run.meta.images.clone(),
+            seed: run.meta.seed,
+            shard: Some(Shard { index: k, count: 2 }),
+            started_at: format!("2026-12-02T12:00:0{k}+00:00"),
+            runs: vec![ManifestRun {
+                scenario: run.meta.scenario.clone(),
+                profile: run.meta.profile.clone(),
+                seed: run.meta.seed,
+                run_json: rel,
+            }],
+        }
+        .write(&dir)
+        .unwrap();
+        dir
+    };
+    let d1 = shard(1, &fixtures[0]).display().to_string();
+    let d2 = shard(2, &fixtures[1]).display().to_string();
+    let out = root.join("merged").display().to_string();
+    let r = chaos(&["report", &d1, &d2, "--out", &out]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stdout).contains("merged "));
+    let m = Manifest::read(Path::new(&out)).unwrap();
+    assert_eq!(m.runs.len(), 2);
+
+    let lone = root.join("lone").display().to_string();
+    let r = chaos(&["report", &d1, "--out", &lone]);
+    assert_eq!(r.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("shard(s) 2/2 missing"), "{err}");
+    assert!(!Path::new(&lone).exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The recorded fixture runs (harness/tests/fixtures/runs).
+fn root_dir_runs() -> Vec<Run> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join("harness/tests/fixtures/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    paths.sort();
+    reports::load_runs(&paths).unwrap()
 }

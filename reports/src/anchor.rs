@@ -16,6 +16,16 @@ pub fn index() -> String {
     "index".into()
 }
 
+/// The trend section (`chaos report --history`).
+pub fn trends() -> String {
+    "trends".into()
+}
+
+/// Row `row_idx` (a scenario x profile) of the trend table.
+pub fn trend_row(row_idx: usize) -> String {
+    format!("trend-{row_idx}")
+}
+
 /// The section of run `run_idx`.
 pub fn run(run_idx: usize) -> String {
     format!("run-{run_idx}")

@@ -1,4 +1,5 @@
-//! One self-contained HTML page for a set of runs: an index of scenarios
+//! One self-contained HTML page for a set of runs: with `--history`, a trend
+//! section over earlier nights ([`crate::trend`]); an index of scenarios
 //! with verdicts, then a section per run (metadata, steps, the SVG timeline,
 //! the checker table, data findings, the log lines around each violation and
 //! each container's log tail, see [`crate::logs`]).
@@ -16,6 +17,7 @@ use crate::anchor;
 use crate::logs;
 use crate::run_model::{Run, Verdict};
 use crate::timeline::{self, Timeline};
+use crate::trend::Trend;
 
 const TEMPLATE: &str = include_str!("../templates/report.html");
 const CSS: &str = include_str!("../templates/report.css");
@@ -108,6 +110,12 @@ struct MissingView {
 
 /// Renders the runs as one HTML page.
 pub fn render(runs: &[Run]) -> String {
+    render_page(runs, None)
+}
+
+/// Renders the runs as one HTML page, with a trend section over earlier
+/// nights when `trend` is given (`chaos report --history`).
+pub fn render_page(runs: &[Run], trend: Option<&Trend>) -> String {
     let views: Vec<RunView> = runs.iter().enumerate().map(|(i, r)| view(i, r)).collect();
     let overall = Verdict::combine(runs.iter().map(verdict_of));
     let mut env = Environment::new();
@@ -118,6 +126,8 @@ pub fn render(runs: &[Run]) -> String {
             t.render(context! {
                 css => CSS,
                 runs => views,
+                trend => trend,
+                trends_href => anchor::href(&anchor::trends()),
                 overall => overall.as_str(),
                 overall_class => overall.as_str().to_lowercase(),
                 index_id => anchor::index(),
@@ -129,7 +139,7 @@ pub fn render(runs: &[Run]) -> String {
 
 /// The run's verdict: the recorded one, else ERROR for a harness error,
 /// else the checkers' combination.
-fn verdict_of(run: &Run) -> Verdict {
+pub(crate) fn verdict_of(run: &Run) -> Verdict {
     if run.meta.harness_error.is_some() {
         return Verdict::Error;
     }

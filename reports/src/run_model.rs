@@ -498,7 +498,69 @@ pub struct Evidence {
     pub message: String,
 }
 
+/// The state the coordinator reports for a changefeed that replicates
+/// without error (the system's `FeedState::Normal`, tied by a test in
+/// `harness::checker::recovers`).
+pub const NORMAL_STATE: &str = "normal";
+
 impl Run {
+    /// When the last fault healed (0 for a run without faults); `None` while
+    /// a fault was never healed.
+    pub fn last_heal_ms(&self) -> Option<u64> {
+        if self.faults.iter().any(|f| f.healed_ms.is_none()) {
+            return None;
+        }
+        Some(
+            self.faults
+                .iter()
+                .filter_map(|f| f.healed_ms)
+                .max()
+                .unwrap_or(0),
+        )
+    }
+
+    /// The upstream commit `changefeed` must pass to have recovered from the
+    /// faults healed at `healed`: the workload's last commit if it stopped,
+    /// else the newest upstream commit at the first sample after the heal.
+    pub fn recovery_target(&self, changefeed: &str, healed: u64) -> Option<u64> {
+        match &self.workload {
+            Some(w) if w.stopped_ms.is_some() => Some(w.last_commit_ts),
+            _ => self
+                .samples
+                .iter()
+                .filter(|s| s.t_ms >= healed)
+                .find_map(|s| s.changefeeds.iter().find(|c| c.name == changefeed))
+                .map(|c| c.upstream_commit_ts),
+        }
+    }
+
+    /// The first sample at or after `healed` where `changefeed` is
+    /// [`NORMAL_STATE`] with its checkpoint at or past `target`.
+    pub fn recovered_at(&self, changefeed: &str, healed: u64, target: u64) -> Option<&Sample> {
+        self.samples.iter().filter(|s| s.t_ms >= healed).find(|s| {
+            s.changefeeds.iter().any(|c| {
+                c.name == changefeed && c.state == NORMAL_STATE && c.checkpoint_ts >= target
+            })
+        })
+    }
+
+    /// The recovery time the *recovers* checker judges: from the last heal
+    /// until every changefeed is normal and caught up. `None` for a run
+    /// without faults, with a fault never healed, or with a changefeed that
+    /// did not recover while observed.
+    pub fn recovery_ms(&self) -> Option<u64> {
+        if self.faults.is_empty() {
+            return None;
+        }
+        let healed = self.last_heal_ms()?;
+        let mut latest = healed;
+        for cf in &self.changefeeds {
+            let target = self.recovery_target(cf, healed)?;
+            latest = latest.max(self.recovered_at(cf, healed, target)?.t_ms);
+        }
+        Some(latest - healed)
+    }
+
     /// An empty run of `scenario` under `profile`, for the observer to fill.
     pub fn new(scenario: &str, profile: &str, seed: u64, bounds: Bounds) -> Run {
         Run {
@@ -657,6 +719,37 @@ mod tests {
         assert!(text.contains("\"kind\": \"toxic_active\""));
         assert!(text.contains("\"verdict\": \"PASS\""));
         assert_eq!(Run::from_json(&text).unwrap(), run);
+    }
+
+    #[test]
+    fn recovery_time_runs_from_the_last_heal_to_every_changefeed_caught_up() {
+        let mut run = sample_run();
+        // No fault: nothing to recover from.
+        assert_eq!(run.recovery_ms(), None);
+        run.faults.push(FaultWindow {
+            id: "kafka-timeout".into(),
+            action: "add_toxic".into(),
+            target: None,
+            injected_ms: 1_000,
+            healed_ms: Some(1_500),
+            effects: vec![],
+        });
+        // Sample at 2 000 ms: normal, checkpoint 100 < upstream 120.
+        assert_eq!(run.recovery_target("cf1", 1_500), Some(120));
+        assert_eq!(run.recovery_ms(), None, "not caught up");
+        let mut caught_up = run.samples[0].clone();
+        caught_up.t_ms = 4_000;
+        caught_up.changefeeds[0].checkpoint_ts = 120;
+        run.samples.push(caught_up.clone());
+        assert_eq!(run.recovery_ms(), Some(2_500));
+        // A warning state is not recovered, whatever the checkpoint.
+        run.samples[1].changefeeds[0].state = "warning".into();
+        assert_eq!(run.recovery_ms(), None);
+        run.samples[1].changefeeds[0].state = NORMAL_STATE.into();
+        // A fault never healed: not judged.
+        run.faults[0].healed_ms = None;
+        assert_eq!(run.last_heal_ms(), None);
+        assert_eq!(run.recovery_ms(), None);
     }
 
     #[test]

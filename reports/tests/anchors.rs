@@ -97,6 +97,33 @@ fn every_link_of_a_long_run_lands() {
     assert!(!links(&doc, "svg.timeline [href]").is_empty());
 }
 
+#[test]
+fn every_link_of_a_history_page_lands() {
+    let root = common::sets::scratch("anchors-history");
+    let nights: Vec<std::path::PathBuf> = (1..=4).map(|i| common::sets::night(&root, i)).collect();
+    let r = reports::report(reports::ReportRequest {
+        inputs: &[],
+        history: &nights,
+        out: &root.join("page"),
+    })
+    .unwrap();
+    let html = std::fs::read_to_string(&r.written.html).unwrap();
+    assert_eq!(dangling_links(&html), Vec::<String>::new());
+    let doc = Html::parse_document(&html);
+    // The changed verdict links to its trend row; the trend ids are spelled
+    // by `anchor` like the runs'.
+    assert_eq!(links(&doc, "ul.changes [href]").len(), 1);
+    let mut spelled: HashSet<String> = HashSet::from([anchor::index(), anchor::trends()]);
+    spelled.extend((0..common::sets::catalog(1).len()).map(anchor::trend_row));
+    for (i, run) in r.runs.iter().enumerate() {
+        spelled.extend(ids_of(i, run));
+    }
+    for e in doc.select(&sel("[id]")) {
+        let id = e.attr("id").unwrap();
+        assert!(spelled.contains(id), "id {id} is not an anchor:: id");
+    }
+}
+
 /// Every id `anchor` gives run `i` of the page.
 fn ids_of(i: usize, run: &Run) -> Vec<String> {
     let mut ids = vec![anchor::run(i), anchor::timeline(i)];

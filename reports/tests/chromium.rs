@@ -12,7 +12,9 @@
 //!   requests are told apart by their initiator, and every host resolves to
 //!   nothing anyway, `--host-resolver-rules`).
 //! - Pixels: `--screenshot` of the page, decoded, must have pixels of the
-//!   fault-window shade, the lag curve and the normal-state band.
+//!   fault-window shade, the lag curve and the normal-state band; a history
+//!   page (`chaos report --history`) those of its recovery-time charts,
+//!   which a page without history lacks.
 //!
 //! The same helpers are run on negative pages (a `console.error`, an
 //! uncaught exception, an `<img>` from the network, a page without a
@@ -170,11 +172,17 @@ struct Colours {
     lag_line: usize,
     /// A normal changefeed / healthy maintainer band (#a5d6a7).
     normal_band: usize,
+    /// The trend section's recovery-time charts (#00838f).
+    spark_line: usize,
 }
 
 impl Colours {
     fn timeline_drawn(&self) -> bool {
         self.fault_shade > 500 && self.lag_line > 50 && self.normal_band > 500
+    }
+
+    fn trend_drawn(&self) -> bool {
+        self.spark_line > 30
     }
 }
 
@@ -200,6 +208,8 @@ fn colours(png_path: &Path) -> Colours {
             out.lag_line += 1;
         } else if near(p, [165, 214, 167]) {
             out.normal_band += 1;
+        } else if near(p, [0, 131, 143]) {
+            out.spark_line += 1;
         }
     }
     out
@@ -259,6 +269,7 @@ fn check_in_browser(name: &str, run: Run, height: u32) {
         c.timeline_drawn(),
         "{name}: the timeline is not drawn: {c:?}"
     );
+    assert!(!c.trend_drawn(), "{name}: a page without history: {c:?}");
 }
 
 #[test]
@@ -278,6 +289,48 @@ fn broken_maintainer_run_in_chromium() {
 #[test]
 fn data_loss_run_in_chromium() {
     check_in_browser("kafka-io-timeout-data-loss", common::data_loss(), 2000);
+}
+
+/// A history of four nights (`common::sets::night`): the trend section
+/// comes first on the page and draws its verdict cells and recovery charts;
+/// the newest night's runs follow, with their timelines.
+#[test]
+fn history_page_in_chromium() {
+    let name = "history";
+    let root = common::sets::scratch("chromium-history");
+    let nights: Vec<PathBuf> = (1..=4).map(|i| common::sets::night(&root, i)).collect();
+    let r = reports::report(reports::ReportRequest {
+        inputs: &[],
+        history: &nights,
+        out: &root.join("page"),
+    })
+    .unwrap();
+    let page = screens_dir().join(format!("{name}.html"));
+    std::fs::copy(&r.written.html, &page).unwrap();
+
+    let dom = dump_dom(&page, name);
+    let doc = Html::parse_document(&dom.stdout);
+    let n = |s: &str| doc.select(&Selector::parse(s).unwrap()).count();
+    let rows = common::sets::catalog(1).len();
+    assert_eq!(n("section.trend tr.trend-row"), rows);
+    assert_eq!(n("section.trend span.cell"), rows * 4);
+    assert_eq!(n("section.trend span.cell.marked"), 1);
+    assert_eq!(
+        n("section.trend svg.spark"),
+        rows - 1,
+        "all but the broken maintainer"
+    );
+    assert_eq!(n("svg.timeline"), r.runs.len(), "the newest night's runs");
+
+    let (png, shot) = screenshot(&page, name, 900);
+    println!("screenshot of {name}: {}", png.display());
+    for v in [&dom, &shot] {
+        assert_eq!(console_messages(&v.stderr), Vec::<String>::new(), "{name}");
+        assert_eq!(page_requests(&v.netlog), Vec::<String>::new(), "{name}");
+    }
+    let c = colours(&png);
+    println!("  trend pixels: {c:?}");
+    assert!(c.trend_drawn(), "{name}: the trend is not drawn: {c:?}");
 }
 
 #[test]
@@ -331,4 +384,5 @@ fn the_checks_catch_console_errors_network_requests_and_a_missing_timeline() {
     let (png, _) = screenshot(&console, "negative-no-timeline", 600);
     let c = colours(&png);
     assert!(!c.timeline_drawn(), "a page without a timeline: {c:?}");
+    assert!(!c.trend_drawn(), "a page without a trend: {c:?}");
 }

@@ -9,7 +9,8 @@
 //! - `run`: run scenarios on real containers, judge them and report;
 //! - `check`: judge a recorded `run.json`;
 //! - `report`: render recorded runs into HTML and JUnit (the `reports`
-//!   crate), from the run.json files alone.
+//!   crate), from the run.json files alone; merge shard directories and
+//!   add trends over earlier nights (`--history`).
 //!
 //! Exit codes: 0 PASS / success, 1 FAIL, 2 usage error (clap), 3 ERROR,
 //! 4 INCONCLUSIVE, 5 invalid scenario file.
@@ -52,6 +53,12 @@ enum Cmd {
         /// The catalog directory.
         #[arg(long, default_value = "scenarios")]
         dir: PathBuf,
+        /// Print the runs (scenario x profile) of shard K of N instead.
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
+        /// The seed the shard is chosen with (as `chaos run --seed`).
+        #[arg(long, default_value_t = 1, requires = "shard")]
+        seed: u64,
     },
     /// Validate scenario files (or every *.toml of a directory); starts nothing.
     Validate {
@@ -98,6 +105,10 @@ enum Cmd {
         /// totals); default `<report-dir>/summary.json`.
         #[arg(long)]
         summary: Option<PathBuf>,
+        /// Run only shard K of N of the chosen runs (1-based; a stable hash of
+        /// scenario x profile x seed, see `chaos list --shard`).
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
     },
     /// Swarm simulation: seeded random fault schedules against the real
     /// control plane in the simulator (no Docker). Exit 0 when no invariant
@@ -138,6 +149,9 @@ enum Cmd {
         /// scenario file into this directory, for `chaos run --dir`.
         #[arg(long)]
         export: Option<PathBuf>,
+        /// Run only the seeds of shard K of N (the same hash as `chaos run --shard`).
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
     },
     /// Exploration on real containers: each run's fault schedule is generated
     /// from (seed, run index) as an ordinary scenario file in the run's
@@ -200,11 +214,19 @@ enum Cmd {
         #[arg(long)]
         verbose: bool,
     },
-    /// Render recorded runs into one HTML page (report.html) and JUnit XML (junit.xml).
+    /// Render recorded runs into one HTML page (report.html) and JUnit XML
+    /// (junit.xml). Directories (each a `chaos run`'s, with manifest.json)
+    /// are merged after checking that they are shards of one set; every
+    /// input a directory, `--out` also gets the merged runs and manifest.
     Report {
-        /// Recorded runs (run.json files).
-        #[arg(required = true)]
+        /// Recorded runs: run.json files, or directories of run sets.
+        #[arg(required_unless_present = "history")]
         runs: Vec<PathBuf>,
+        /// Earlier nights' run-set directories: add a trend section (per
+        /// scenario x profile: verdicts, recovery time, FAIL/INCONCLUSIVE
+        /// rate); alone, the page shows the newest night's runs.
+        #[arg(long, num_args = 1.., value_name = "DIR")]
+        history: Vec<PathBuf>,
         /// Output directory.
         #[arg(long, default_value = "reports/out")]
         out: PathBuf,
@@ -279,6 +301,41 @@ fn replay_and_export(
         harness::swarm::export_to(plan, &name, dir)?;
     }
     Ok(found)
+}
+
+/// `chaos list --shard K/N`: the runs of one shard, and how many of all.
+fn list_shard(dir: &Path, shard: harness::shard::Shard, seed: u64) -> ExitCode {
+    let loaded: Result<Vec<scenario::Scenario>, String> = scenario::files_in(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))
+        .and_then(|paths| {
+            paths
+                .iter()
+                .map(|p| scenario::load(p).map_err(|e| e.to_string()))
+                .collect()
+        });
+    let catalog = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("chaos: {e}\nchaos: see `chaos validate {}`", dir.display());
+            return ExitCode::from(EXIT_INVALID_SCENARIO);
+        }
+    };
+    let all = harness::shard::catalog_runs(&catalog, None);
+    let slice: Vec<_> = all
+        .iter()
+        .filter(|(s, p)| harness::shard::contains(shard, &s.name, p.as_str(), seed))
+        .collect();
+    println!("{:<36} {:<9} expected", "scenario", "profile");
+    for (s, p) in &slice {
+        let e = s.expect.get(p).map_or("-".to_string(), |e| e.to_string());
+        println!("{:<36} {:<9} {e}", s.name, p.as_str());
+    }
+    println!(
+        "shard {shard} (seed {seed}): {} of {} run(s)",
+        slice.len(),
+        all.len()
+    );
+    ExitCode::SUCCESS
 }
 
 fn list(dir: &Path) -> ExitCode {
@@ -367,14 +424,20 @@ fn check(path: &Path) -> ExitCode {
 }
 
 /// `chaos report`: exit 0 when rendered (whatever the runs' verdicts), 3
-/// when a run.json cannot be read or an output cannot be written.
-fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
-    let result = reports::load_runs(runs).and_then(|r| {
-        let written = reports::write(&r, out)?;
-        Ok((r, written))
-    });
-    match result {
-        Ok((runs, written)) => {
+/// when an input cannot be read, shards do not merge (`reports::merge`) or
+/// an output cannot be written.
+fn report(inputs: &[PathBuf], history: &[PathBuf], out: &Path) -> ExitCode {
+    match reports::report(reports::ReportRequest {
+        inputs,
+        history,
+        out,
+    }) {
+        Ok(reports::Reported {
+            runs,
+            written,
+            manifest,
+            nights,
+        }) => {
             for r in &runs {
                 println!(
                     "{:<13} {} under {} (seed {})",
@@ -386,6 +449,12 @@ fn report(runs: &[PathBuf], out: &Path) -> ExitCode {
             }
             println!("html   {}", written.html.display());
             println!("junit  {}", written.junit.display());
+            if let Some(m) = manifest {
+                println!("merged {} ({} run(s))", m.display(), runs.len());
+            }
+            if nights > 0 {
+                println!("trend  over {nights} night(s)");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -406,6 +475,7 @@ struct RunRequest<'a> {
     mode: RunMode,
     jobs: usize,
     summary: Option<&'a Path>,
+    shard: Option<harness::shard::Shard>,
 }
 
 /// `chaos run --dir RUN_DIR`: the recorded run as the one run of the plan.
@@ -463,6 +533,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         mode,
         jobs,
         summary,
+        shard,
     } = req;
     let mut seed = seed;
     let mut replay = None;
@@ -531,16 +602,32 @@ fn run_cmd(req: RunRequest) -> ExitCode {
         }
         out
     };
-    for s in &chosen {
-        for p in &s.cluster.profiles {
-            if only.is_none_or(|o| o == *p) {
-                plan.push(((*s).clone(), *p));
-            }
-        }
-    }
+    plan.extend(
+        harness::shard::catalog_runs(chosen.iter().copied(), only)
+            .into_iter()
+            .map(|(s, p)| (s.clone(), p)),
+    );
     if plan.is_empty() {
         eprintln!("chaos run: no scenario declares profile {only:?}; nothing to run");
         return ExitCode::from(2);
+    }
+    let whole = plan.len();
+    if let Some(sh) = shard {
+        plan.retain(|(s, p)| harness::shard::contains(sh, &s.name, p.as_str(), seed));
+        eprintln!("==> shard {sh}: {} of {whole} run(s)", plan.len());
+    }
+    // The manifest beside the runs (commit, catalog, images, seed, shard),
+    // kept current after every run so a shard cut short still merges.
+    let mut manifest = match harness::provenance::Recorder::start(dir, seed, shard, report_dir) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("chaos run: writing the manifest: {e:#}");
+            return ExitCode::from(Verdict::Error.exit_code());
+        }
+    };
+    if plan.is_empty() {
+        println!("shard holds none of the {whole} run(s); nothing to run");
+        return ExitCode::SUCCESS;
     }
     // Longest first: the makespan of `jobs` parallel runs is shortest when
     // the long ones do not start last.
@@ -650,8 +737,9 @@ fn run_cmd(req: RunRequest) -> ExitCode {
             let written = std::fs::read_to_string(&s.path)
                 .map_err(anyhow::Error::from)
                 .and_then(|text| harness::explore::record::write(&out, &d.run, &s.name, &text));
-            if let Err(e) = written {
-                line(format!("chaos: writing {}: {e:#}", out.display()));
+            match written.and_then(|_| manifest.record(&d.run, &out.join("run.json"))) {
+                Ok(()) => {}
+                Err(e) => line(format!("chaos: writing {}: {e:#}", out.display())),
             }
             let verdict = d.run.verdict.unwrap_or(Verdict::Error);
             if !d.ok {
@@ -922,10 +1010,15 @@ fn main() -> ExitCode {
     }
     // Offline commands: no runtime, no Docker.
     match &cli.cmd {
-        Cmd::List { dir } => return list(dir),
+        Cmd::List { dir, shard, seed } => {
+            return match shard {
+                Some(sh) => list_shard(dir, *sh, *seed),
+                None => list(dir),
+            }
+        }
         Cmd::Validate { files } => return validate(files),
         Cmd::Check { run_json } => return check(run_json),
-        Cmd::Report { runs, out } => return report(runs, out),
+        Cmd::Report { runs, history, out } => return report(runs, history, out),
         Cmd::Sim {
             profile,
             seeds,
@@ -938,6 +1031,7 @@ fn main() -> ExitCode {
             shrink_runs,
             out,
             export,
+            shard,
         } => {
             if *trace && replay.is_none() && plan.is_none() {
                 eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
@@ -963,6 +1057,7 @@ fn main() -> ExitCode {
                     shrink_runs: *shrink_runs,
                     out: out.clone(),
                     export: export.clone(),
+                    shard: *shard,
                 }),
             };
             return match r {
@@ -1097,6 +1192,7 @@ fn main() -> ExitCode {
             full,
             jobs,
             summary,
+            shard,
         } => {
             return run_cmd(RunRequest {
                 names,
@@ -1108,6 +1204,7 @@ fn main() -> ExitCode {
                 mode: if *full { RunMode::Full } else { RunMode::Early },
                 jobs: jobs.map_or_else(harness::runner::default_jobs, usize::from),
                 summary: summary.as_deref(),
+                shard: *shard,
             })
         }
         _ => {}

@@ -4,7 +4,6 @@
 
 use super::finding::{at, note, result, secs};
 use crate::run_model::{CheckResult, Run, Verdict};
-use cdc_system::api::FeedState;
 
 pub const NAME: &str = "recovers";
 
@@ -23,12 +22,7 @@ pub fn check(run: &Run) -> CheckResult {
             )],
         );
     }
-    let healed = run
-        .faults
-        .iter()
-        .filter_map(|f| f.healed_ms)
-        .max()
-        .unwrap_or(0);
+    let healed = run.last_heal_ms().unwrap_or(0);
     let deadline = healed + run.bounds.recover_ms;
     let Some(last) = run.samples.last() else {
         return result(
@@ -43,28 +37,12 @@ pub fn check(run: &Run) -> CheckResult {
     for name in &run.changefeeds {
         // The commit to pass: the workload's last one if it stopped, else the
         // newest upstream commit when the last fault healed.
-        let target = match &run.workload {
-            Some(w) if w.stopped_ms.is_some() => Some(w.last_commit_ts),
-            _ => run
-                .samples
-                .iter()
-                .filter(|s| s.t_ms >= healed)
-                .find_map(|s| s.changefeeds.iter().find(|c| &c.name == name))
-                .map(|c| c.upstream_commit_ts),
-        };
-        let Some(target) = target else {
+        let Some(target) = run.recovery_target(name, healed) else {
             verdict = verdict.max(Verdict::Inconclusive);
             evidence.push(note(format!("{name}: never observed after the last heal")));
             continue;
         };
-        // The system's own word for the state (the record keeps its text).
-        let normal = FeedState::Normal.to_string();
-        let reached = run.samples.iter().filter(|s| s.t_ms >= healed).find(|s| {
-            s.changefeeds
-                .iter()
-                .any(|c| &c.name == name && c.state == normal && c.checkpoint_ts >= target)
-        });
-        match reached {
+        match run.recovered_at(name, healed, target) {
             Some(s) if s.t_ms <= deadline => evidence.push(at(
                 s.t_ms,
                 format!(
@@ -134,10 +112,39 @@ mod tests {
     use super::*;
     use crate::checker::fixtures;
 
+    /// The record's word for a recovered changefeed is the system's own.
+    #[test]
+    fn the_normal_state_is_the_systems_word() {
+        use cdc_system::api::FeedState;
+        assert_eq!(
+            FeedState::Normal.to_string(),
+            crate::run_model::NORMAL_STATE
+        );
+        assert_ne!(
+            FeedState::Warning.to_string(),
+            crate::run_model::NORMAL_STATE
+        );
+    }
+
     #[test]
     fn passes_when_normal_and_caught_up_in_time() {
         let r = check(&fixtures::healthy());
         assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
+
+    /// The report's recovery time is the checker's figure.
+    #[test]
+    fn recovery_time_is_the_figure_the_checker_reports() {
+        let healthy = fixtures::healthy();
+        let r = check(&healthy);
+        let ms = healthy.recovery_ms().expect("the healthy run recovers");
+        assert!(
+            r.evidence[0]
+                .message
+                .contains(&format!("{} after the last heal", secs(ms))),
+            "{ms} ms vs {r:?}"
+        );
+        assert_eq!(fixtures::seed_bug().recovery_ms(), None, "never recovered");
     }
 
     #[test]

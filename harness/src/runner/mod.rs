@@ -79,16 +79,6 @@ fn bounds(sc: &Scenario) -> Bounds {
     }
 }
 
-fn git_revision() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// Runs `sc` under `profile` and returns the judged record (never panics on
 /// a failure of the system, the harness or the infrastructure: those are in
 /// the record).
@@ -96,13 +86,8 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     let t0 = Instant::now();
     let mut run = Run::new(&sc.name, profile.as_str(), opts.seed, bounds(sc));
     run.changefeeds = sc.changefeeds.clone();
-    run.meta.git_revision = git_revision();
-    for i in crate::images::all()
-        .into_iter()
-        .chain([crate::images::system()])
-    {
-        run.meta.images.insert(i.name.into(), i.tag.into());
-    }
+    run.meta.git_revision = crate::provenance::git_revision();
+    run.meta.images = crate::provenance::images();
     run.meta.mode = opts.mode;
     run.meta.replay_of = opts.replay.as_ref().map(|r| r.from.clone());
     let prefix = format!("{} {}", sc.name, profile.as_str());

@@ -29,6 +29,8 @@ pub struct SimRequest {
     pub out: PathBuf,
     /// Also write each shrunk finding as a scenario file here.
     pub export: Option<PathBuf>,
+    /// Only the seeds of this shard (`crate::shard`, scenario `swarm`).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// `A..B` (B exclusive) or a single seed `A`.
@@ -94,6 +96,11 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
                 if seed >= end {
                     return;
                 }
+                if req.shard.is_some_and(|sh| {
+                    !crate::shard::contains(sh, crate::shard::SIM, req.profile.as_str(), seed)
+                }) {
+                    continue;
+                }
                 let plan = Plan::generate(seed, req.profile);
                 let o = swarm::run(&plan);
                 runs.fetch_add(1, Ordering::Relaxed);
@@ -126,8 +133,9 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
         by_sig.entry(f.finding.signature()).or_default().push(f);
     }
     println!(
-        "chaos sim: {runs} runs under {} in {:.1} s on {} thread(s): {:.0} runs/min, {:.0} events/s{}",
+        "chaos sim: {runs} runs under {}{} in {:.1} s on {} thread(s): {:.0} runs/min, {:.0} events/s{}",
         req.profile,
+        req.shard.map_or_else(String::new, |sh| format!(" (shard {sh} of the seeds)")),
         wall.as_secs_f64(),
         req.jobs,
         runs as f64 / wall.as_secs_f64() * 60.0,

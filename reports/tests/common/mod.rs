@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod sets;
+
 use reports::run_model::{
     ChangeRef, CheckResult, ContainerLog, DataFindings, Evidence, LogLine, Run, Verdict,
 };
