@@ -17,16 +17,37 @@ fn api(w: &World, slot: Slot) -> Result<String> {
 }
 
 /// Sets failpoint `name` to `term` on `slot`.
+/// How long a failpoint request waits for a node that does not accept
+/// connections: one whose session was lost is started again by its
+/// supervisor within a few seconds.
+const NODE_BACK: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Sends `req` (built again for each try) until the node accepts the
+/// connection or [`NODE_BACK`] has passed.
+async fn send_while_restarting(
+    build: impl Fn() -> reqwest::RequestBuilder,
+) -> reqwest::Result<reqwest::Response> {
+    let started = std::time::Instant::now();
+    loop {
+        match build().send().await {
+            Err(e) if e.is_connect() && started.elapsed() < NODE_BACK => {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 pub async fn set(w: &World, slot: Slot, name: &str, term: &str) -> Result<()> {
     let api = api(w, slot)?;
-    let r = w
-        .probe
-        .http()
-        .post(format!("{api}/debug/failpoints/{name}"))
-        .body(term.to_string())
-        .send()
-        .await
-        .with_context(|| format!("setting failpoint {name} on node {slot}"))?;
+    let r = send_while_restarting(|| {
+        w.probe
+            .http()
+            .post(format!("{api}/debug/failpoints/{name}"))
+            .body(term.to_string())
+    })
+    .await
+    .with_context(|| format!("setting failpoint {name} on node {slot}"))?;
     if !r.status().is_success() {
         let status = r.status();
         let why = r
@@ -41,12 +62,13 @@ pub async fn set(w: &World, slot: Slot, name: &str, term: &str) -> Result<()> {
 
 pub async fn clear(w: &World, slot: Slot, name: &str) -> Result<()> {
     let api = api(w, slot)?;
-    w.probe
-        .http()
-        .delete(format!("{api}/debug/failpoints/{name}"))
-        .send()
-        .await
-        .with_context(|| format!("clearing failpoint {name} on node {slot}"))?;
+    send_while_restarting(|| {
+        w.probe
+            .http()
+            .delete(format!("{api}/debug/failpoints/{name}"))
+    })
+    .await
+    .with_context(|| format!("clearing failpoint {name} on node {slot}"))?;
     Ok(())
 }
 
