@@ -428,17 +428,32 @@ pub fn generate(spec: &Spec) -> Generated {
                 ),
             };
             let Some(d) = d else { continue };
-            let clash = drafts.iter().any(|o| {
-                let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
-                (excludes(o, &d) || excludes(&d, o))
-                    && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + 1_000
-                    && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + 1_000
-            });
-            if clash {
+            if clashes(&drafts, &d) {
                 undraw(&d, &mut slots, &mut live);
                 continue;
             }
             drafts.push(d);
+            // An event draws company: up to two more conditional faults of
+            // the enabled families around events already set off (a late
+            // cascade remove and a close that is not answered, say), each
+            // with an even chance.
+            if conditional {
+                for _ in 0..2 {
+                    if !rng.random_bool(0.5) {
+                        break;
+                    }
+                    let fam = *pick(&mut rng, &[Family::Failpoint, Family::Message]);
+                    if !enabled.contains(&fam) {
+                        continue;
+                    }
+                    let len = *pick(&mut rng, &bounds);
+                    if let Some(more) = draw_conditional(fam, &mut rng, &drafts, &timing, len) {
+                        if !clashes(&drafts, &more) {
+                            drafts.push(more);
+                        }
+                    }
+                }
+            }
             break;
         }
     }
@@ -709,6 +724,17 @@ fn draw_conditional(
             *at as f64 / 1000.0,
             (end - start) as f64 / 1000.0
         ),
+    })
+}
+
+/// Whether `d` overlaps a draft it must not overlap (or that must not
+/// overlap it), with a second of margin.
+fn clashes(drafts: &[Draft], d: &Draft) -> bool {
+    drafts.iter().any(|o| {
+        let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
+        (excludes(o, d) || excludes(d, o))
+            && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + 1_000
+            && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + 1_000
     })
 }
 
