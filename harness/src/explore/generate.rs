@@ -965,14 +965,22 @@ fn draw(
             .tagged(&[&fp], &[&fp])
         }
         Family::Failpoint => {
+            // A dispatcher host reports to its maintainer every 200 ms (to
+            // a peer unless it hosts the maintainer too): over 5 s at least
+            // some of its messages go out and a share is dropped.
             let name = Failpoint::DropRemoteMessage.name();
             let value = format!("{}%return(true)", *pick(rng, &[10u32, 30]));
             let fp = format!("fp:{name}");
-            window(
-                failpoint("any", name, &value),
-                disable,
-                format!("{name}={value} on any for {}", secs(end - start)),
-            )
+            let target = format!("dispatcher-host-of:{cf}");
+            let end = end.max(start + 5_000).min(HEAL_BY_MS);
+            Draft {
+                end_ms: Some(end),
+                ..window(
+                    failpoint(&target, name, &value),
+                    disable,
+                    format!("{name}={value} on {target} for {}", secs(end - start)),
+                )
+            }
             .tagged(API.0, API.1)
             .tagged(&[&fp], &[&fp])
         }
