@@ -197,6 +197,8 @@ struct Draft {
     /// What this fault sets off, from when (ms), for which changefeed:
     /// conditional failpoints anchor on it.
     triggers: Vec<(Trigger, u64, String)>,
+    /// The event a conditional fault was drawn around.
+    around: Option<(Trigger, u64, String)>,
     /// The inject step's body (without `id` and `at`).
     inject: String,
     /// The healing step's body given the fault id.
@@ -344,10 +346,14 @@ pub fn generate(spec: &Spec) -> Generated {
     let mut allowed = spec.families.clone();
     allowed.sort();
     allowed.dedup();
+    // Swarm testing over every family (`--faults all`): each run enables a
+    // random non-empty subset. A list names the families a user wants to
+    // meet: all of them are enabled in every run.
+    let every = Family::iter().all(|f| allowed.contains(&f));
     let mut enabled: Vec<Family> = allowed
         .iter()
         .copied()
-        .filter(|_| rng.random_bool(0.5))
+        .filter(|_| !every || rng.random_bool(0.5))
         .collect();
     if enabled.is_empty() && !allowed.is_empty() {
         enabled.push(*pick(&mut rng, &allowed));
@@ -417,7 +423,7 @@ pub fn generate(spec: &Spec) -> Generated {
                 _ => false,
             };
             let d = if conditional {
-                draw_conditional(family, &mut rng, &drafts, &timing, len)
+                draw_conditional(family, &mut rng, &drafts, &timing, len, None)
             } else {
                 None
             };
@@ -433,21 +439,25 @@ pub fn generate(spec: &Spec) -> Generated {
                 continue;
             }
             drafts.push(d);
-            // An event draws company: up to two more conditional faults of
-            // the enabled families around events already set off (a late
-            // cascade remove and a close that is not answered, say), each
-            // with an even chance.
-            if conditional {
-                for _ in 0..2 {
-                    if !rng.random_bool(0.5) {
-                        break;
+            // An event draws company: the event chain a fault sets off is
+            // where faults meet (a late cascade remove, a close nobody
+            // answers, a retry on the same node), so up to three more
+            // conditional faults of the enabled families are drawn around
+            // the same event, each with a chance of 2 in 5.
+            let around = drafts.last().and_then(|d| d.around.clone());
+            if let Some(a) = around {
+                for _ in 0..3 {
+                    if !rng.random_bool(0.4) {
+                        continue;
                     }
                     let fam = *pick(&mut rng, &[Family::Failpoint, Family::Message]);
                     if !enabled.contains(&fam) {
                         continue;
                     }
                     let len = *pick(&mut rng, &bounds);
-                    if let Some(more) = draw_conditional(fam, &mut rng, &drafts, &timing, len) {
+                    if let Some(more) =
+                        draw_conditional(fam, &mut rng, &drafts, &timing, len, Some(&a))
+                    {
                         if !clashes(&drafts, &more) {
                             drafts.push(more);
                         }
@@ -627,14 +637,26 @@ fn draw_conditional(
     drafts: &[Draft],
     timing: &Timing,
     len: u64,
+    around: Option<&(Trigger, u64, String)>,
 ) -> Option<Draft> {
-    let anchors: Vec<&(Trigger, u64, String)> =
-        drafts.iter().flat_map(|d| d.triggers.iter()).collect();
+    let anchors: Vec<&(Trigger, u64, String)> = match around {
+        Some(a) => vec![a],
+        None => drafts.iter().flat_map(|d| d.triggers.iter()).collect(),
+    };
     let mut options: Vec<Conditional> = Vec::new();
     match family {
         Family::Failpoint => {
             for mut c in conditional_failpoints() {
-                let ms = *pick(rng, &[2_000u64, 4_000]);
+                // A late copy or a held close lands around the retry: the
+                // backoff minus and plus a margin, or early.
+                let ms = *pick(
+                    rng,
+                    &[
+                        2_000u64,
+                        timing.backoff_ms.saturating_sub(1_000),
+                        timing.backoff_ms + 500,
+                    ],
+                );
                 c.value = c.value.replace("{ms}", &ms.to_string());
                 options.push(c);
             }
@@ -714,6 +736,7 @@ fn draw_conditional(
         tags: vec!["api".into(), fp.clone(), format!("role:{cf}")],
         avoid: vec!["process".into(), fp],
         triggers: Vec::new(),
+        around: Some((*trigger, *at, cf.clone())),
         inject: format!(
             "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
         ),
@@ -796,6 +819,7 @@ fn draw(
         tags: Vec::new(),
         avoid: Vec::new(),
         triggers: Vec::new(),
+        around: None,
         inject,
         heal: Some(heal),
         heal_op: None,
@@ -807,6 +831,7 @@ fn draw(
         tags: Vec::new(),
         avoid: Vec::new(),
         triggers: Vec::new(),
+        around: None,
         inject,
         heal: None,
         heal_op: None,
