@@ -187,6 +187,10 @@ enum Cmd {
         /// Every run's step lines on stderr.
         #[arg(long)]
         verbose: bool,
+        /// Start no run once a finding's signature starts with this
+        /// (a checker, or `checker:class`); the runs under way finish.
+        #[arg(long, value_name = "SIGNATURE")]
+        until: Option<String>,
         /// Print run INDEX's generated scenario file and exit (starts nothing).
         #[arg(long, value_name = "INDEX")]
         print: Option<u64>,
@@ -1079,6 +1083,7 @@ fn main() -> ExitCode {
             faults,
             out,
             verbose,
+            until,
             print: None,
         } => {
             let req = harness::explore::ExploreRequest {
@@ -1094,6 +1099,7 @@ fn main() -> ExitCode {
                 out: out.clone(),
                 verbose: *verbose,
                 first_index: *from,
+                until: until.clone(),
             };
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             return match rt.block_on(harness::explore::explore(&req)) {
