@@ -152,6 +152,10 @@ enum Cmd {
         /// Run only the seeds of shard K of N (the same hash as `chaos run --shard`).
         #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
         shard: Option<harness::shard::Shard>,
+        /// Turn on one bug switch in every simulated node (a build with
+        /// `--features mutants`; this one refuses it otherwise).
+        #[arg(long, value_parser = cdc_system::mutant::Mutant::parse)]
+        mutant: Option<cdc_system::mutant::Mutant>,
     },
     /// Exploration on real containers: each run's fault schedule is generated
     /// from (seed, run index) as an ordinary scenario file in the run's
@@ -1036,14 +1040,22 @@ fn main() -> ExitCode {
             out,
             export,
             shard,
+            mutant,
         } => {
+            if mutant.is_some() && !cdc_system::mutant::Mutant::BUILT {
+                eprintln!("chaos sim: error: --mutant: this build carries no mutants; build with `cargo build -p harness --features mutants` (`make mutants` does)");
+                return ExitCode::from(2);
+            }
             if *trace && replay.is_none() && plan.is_none() {
                 eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
                 return ExitCode::from(2);
             }
             let r = match (replay, plan) {
                 (Some(seed), _) => replay_and_export(
-                    &cdc_system::swarm::Plan::generate(*seed, *profile),
+                    &cdc_system::swarm::Plan {
+                        mutant: *mutant,
+                        ..cdc_system::swarm::Plan::generate(*seed, *profile)
+                    },
                     *trace,
                     export.as_deref(),
                 ),
@@ -1062,6 +1074,7 @@ fn main() -> ExitCode {
                     out: out.clone(),
                     export: export.clone(),
                     shard: *shard,
+                    mutant: *mutant,
                 }),
             };
             return match r {
