@@ -730,11 +730,23 @@ fn draw_conditional(
     } else {
         what.replace("{cf}", &cf)
     };
+    // Holding the stop back keeps the cascade from happening: it never
+    // shares a window with the faults that act on the cascade's messages.
+    let (stage_tag, stage_avoid) = if name == Failpoint::BlockBeforeStop.name() {
+        ("stop-blocked", "acts-on-cascade")
+    } else {
+        ("acts-on-cascade", "stop-blocked")
+    };
     Some(Draft {
         start_ms: start,
         end_ms: Some(end),
-        tags: vec!["api".into(), fp.clone(), format!("role:{cf}")],
-        avoid: vec!["process".into(), fp],
+        tags: vec![
+            "api".into(),
+            fp.clone(),
+            format!("role:{cf}"),
+            stage_tag.into(),
+        ],
+        avoid: vec!["process".into(), fp, stage_avoid.into()],
         triggers: Vec::new(),
         around: Some((*trigger, *at, cf.clone())),
         inject: format!(
@@ -755,11 +767,28 @@ fn draw_conditional(
 fn clashes(drafts: &[Draft], d: &Draft) -> bool {
     drafts.iter().any(|o| {
         let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
+        // Sink errors of one changefeed keep a longer distance: after the
+        // first, the changefeed waits for its retry with no sink to fail.
+        let margin = |a: &Draft, b: &Draft| {
+            if a.tags
+                .iter()
+                .any(|t| t.starts_with("sink:") && b.tags.contains(t))
+            {
+                SINK_COOLDOWN_MS
+            } else {
+                1_000
+            }
+        };
+        let m = margin(o, d);
         (excludes(o, d) || excludes(d, o))
-            && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + 1_000
-            && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + 1_000
+            && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + m
+            && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + m
     })
 }
+
+/// How far apart two sink errors of one changefeed stay: the longest retry
+/// wait (twice the longest backoff drawn) and some seconds to run again.
+const SINK_COOLDOWN_MS: u64 = 2 * 8_000 + 4_000;
 
 /// Gives back what a draft that is not kept took (slots, live nodes).
 fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
@@ -963,13 +992,16 @@ fn draw(
             let target = format!("dispatcher-host-of:{cf}");
             let name = Failpoint::KafkaAsyncSendError.name();
             let fp = format!("fp:{name}");
+            // Per changefeed: a second sink error meets no running sink
+            // while the first one's retry waits (see `clashes`).
+            let sink = format!("sink:{cf}");
             window(
                 failpoint(&target, name, "return(true)"),
                 disable,
                 format!("sink errors on {target} for {}", secs(end - start)),
             )
             .tagged(API.0, API.1)
-            .tagged(&[&fp], &[&fp])
+            .tagged(&[&sink], &[&sink])
         }
         // Unconditional variants only: the conditional ones are drawn by
         // `draw_conditional` around a fault that sets off their event.
