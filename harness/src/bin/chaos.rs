@@ -714,6 +714,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
                     progress,
                     mode,
                     replay: replay.clone(),
+                    mutant: None,
                 };
                 set.spawn(async move {
                     let run = harness::runner::run(&s, p, &opts).await;

@@ -1001,7 +1001,7 @@ fn draw(
                 format!("sink errors on {target} for {}", secs(end - start)),
             )
             .tagged(API.0, API.1)
-            .tagged(&[&sink], &[&sink])
+            .tagged(&[&fp, &sink], &[&fp, &sink])
         }
         // Unconditional variants only: the conditional ones are drawn by
         // `draw_conditional` around a fault that sets off their event.

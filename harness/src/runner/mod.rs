@@ -99,6 +99,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     let spec = ClusterSpec {
         nodes: sc.cluster.nodes as usize,
         spare_nodes: (sc.slots() - sc.cluster.nodes) as usize,
+        mutant: opts.mutant.clone(),
         node_settings: node_settings(sc, profile),
         ..Default::default()
     };
