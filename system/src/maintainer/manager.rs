@@ -157,8 +157,13 @@ impl MaintainerManager {
                 }
                 let alive = self.alive.clone();
                 match self.maintainers.get_mut(&changefeed) {
-                    // The mutant: a move's origin (a plain remove) keeps running.
-                    Some(_) if !cascade && self.faults.mutant(Mutant::ManagerIgnoresRemove) => {}
+                    // The mutant: a plain remove (a move's origin) is answered
+                    // `Stopped` while the maintainer keeps running.
+                    Some(m) if !cascade && self.faults.mutant(Mutant::ManagerIgnoresRemove) => {
+                        let mut st = m.status();
+                        st.state = ComponentState::Stopped;
+                        self.synthetic.push(st);
+                    }
                     Some(m) => {
                         let out = m.on_remove(profile, epoch, cascade, &alive, now);
                         self.send_all(out);
