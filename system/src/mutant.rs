@@ -221,19 +221,36 @@ pub fn sim_detection_until(
     seeds: std::ops::Range<u64>,
     enough: u64,
 ) -> SimDetection {
+    sim_compare(m, profile, profile, seeds, enough)
+}
+
+/// A seed detects the difference when the plan under `profile` with `m`
+/// shows a finding the same seed's plan under `control` without it does not
+/// (for a profile minus one predicate, `control` is the whole profile).
+pub fn sim_compare(
+    m: Option<Mutant>,
+    profile: crate::profile::Profile,
+    control: crate::profile::Profile,
+    seeds: std::ops::Range<u64>,
+    enough: u64,
+) -> SimDetection {
     let mut d = SimDetection::default();
     for seed in seeds {
         if d.detected >= enough {
             break;
         }
         d.seeds += 1;
-        let base = crate::swarm::Plan::generate(seed, profile);
+        let base = crate::swarm::Plan::generate(seed, control);
         let control: std::collections::BTreeSet<String> = crate::swarm::run(&base)
             .findings
             .iter()
             .map(|f| f.signature())
             .collect();
-        let mutated = crate::swarm::Plan { mutant: m, ..base };
+        let mutated = crate::swarm::Plan {
+            mutant: m,
+            profile,
+            ..base
+        };
         let new: std::collections::BTreeSet<String> = crate::swarm::run(&mutated)
             .findings
             .iter()

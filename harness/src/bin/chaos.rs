@@ -199,6 +199,38 @@ enum Cmd {
         #[arg(long, value_name = "INDEX")]
         print: Option<u64>,
     },
+    /// The mutant matrix: every mutant (the bug switches of a `mutants`
+    /// build and every profile minus one predicate) against the scenarios
+    /// that claim it (`catches`), the simulator and the unit tier; writes
+    /// matrix.json, matrix.html and matrix.md. Exit 0 when every mutant is
+    /// detected and every control passes, 2 when the canary is missed, 1
+    /// otherwise. Needs a build with `--features mutants` (`make mutants`).
+    Mutants {
+        /// The catalog directory.
+        #[arg(long, default_value = "scenarios")]
+        dir: PathBuf,
+        /// Trials of a cell whose first trial did not detect its mutant.
+        #[arg(long, default_value_t = 3)]
+        trials: u32,
+        /// Run every cell's trials even after a detection (for rates).
+        #[arg(long)]
+        all_trials: bool,
+        /// Claimed scenarios of one mutant at once.
+        #[arg(short = 'j', long, default_value_t = 2)]
+        jobs: usize,
+        /// Simulator seeds per mutant.
+        #[arg(long, default_value_t = 2000)]
+        sim_seeds: u64,
+        /// Only these mutants (repeat the flag).
+        #[arg(long = "mutant")]
+        only: Vec<String>,
+        /// The tiers to run: containers, sim, unit (comma-separated).
+        #[arg(long, default_value = "containers,sim,unit")]
+        tiers: String,
+        /// Where the matrix and its runs go.
+        #[arg(long, default_value = "reports/out/mutants")]
+        out: PathBuf,
+    },
     /// Shrink a failing run (a run directory): remove, then weaken its
     /// faults while a replay still fails the same way (checker and class).
     /// Writes candidates under RUN_DIR/shrink and prints the smallest
@@ -980,6 +1012,7 @@ async fn real_main(cmd: Cmd) -> Result<()> {
         | Cmd::Run { .. }
         | Cmd::Explore { .. }
         | Cmd::Shrink { .. }
+        | Cmd::Mutants { .. }
         | Cmd::Sim { .. } => {
             unreachable!("handled without a runtime")
         }
@@ -1005,6 +1038,79 @@ fn main() -> ExitCode {
         });
         print!("{}", g.toml);
         return ExitCode::SUCCESS;
+    }
+    if let Cmd::Mutants {
+        dir,
+        trials,
+        all_trials,
+        jobs,
+        sim_seeds,
+        only,
+        tiers,
+        out,
+    } = &cli.cmd
+    {
+        if !cdc_system::mutant::Mutant::BUILT {
+            eprintln!("chaos mutants: this build carries no mutants; `make mutants` builds one (cargo build -p harness --features mutants)");
+            return ExitCode::from(2);
+        }
+        for name in only {
+            if harness::mutants::find(name).is_none() {
+                eprintln!(
+                    "chaos mutants: unknown mutant `{name}`; known: {}",
+                    harness::mutants::names().join(", ")
+                );
+                return ExitCode::from(2);
+            }
+        }
+        let tier = |t: &str| tiers.split(',').any(|x| x.trim() == t);
+        for t in tiers.split(',') {
+            if !["containers", "sim", "unit"].contains(&t.trim()) {
+                eprintln!(
+                    "chaos mutants: unknown tier `{t}` in --tiers; use containers, sim, unit"
+                );
+                return ExitCode::from(2);
+            }
+        }
+        let req = harness::mutants::matrix::MatrixRequest {
+            catalog: dir.clone(),
+            trials: *trials,
+            all_trials: *all_trials,
+            jobs: *jobs,
+            sim_seeds: *sim_seeds,
+            out: out.clone(),
+            only: only.clone(),
+            containers: tier("containers"),
+            sim: tier("sim"),
+            unit: tier("unit"),
+        };
+        harness::init_tracing_at("warn");
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        return match rt.block_on(harness::mutants::matrix::run(&req)) {
+            Ok(m) => {
+                println!("{}", m.markdown());
+                println!(
+                    "matrix {} ({:.1} min); canary {}; control {}",
+                    out.join("matrix.html").display(),
+                    m.wall_ms as f64 / 60_000.0,
+                    if m.canary_detected() {
+                        "detected"
+                    } else {
+                        "MISSED"
+                    },
+                    if m.controls_pass() {
+                        "passed"
+                    } else {
+                        "FAILED"
+                    }
+                );
+                ExitCode::from(m.exit_code())
+            }
+            Err(e) => {
+                eprintln!("chaos mutants: {e:#}");
+                ExitCode::from(3)
+            }
+        };
     }
     if matches!(cli.cmd, Cmd::Sim { .. }) {
         // Thousands of simulated runs: their state machines' info lines
