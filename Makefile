@@ -174,11 +174,12 @@ mutants: setup
 	@bash scripts/build-system-image.sh
 	@echo "==> the mutants build: cargo build --features mutants --target-dir target/mutants"
 	@$(CARGO) build --locked --target-dir target/mutants -p cdc-system --features mutants --bins
-	@$(CARGO) build --locked --target-dir target/mutants -p harness --features mutants --bin chaos
+	@echo "==> chaos itself in release (the simulator tier runs thousands of plans)"
+	@$(CARGO) build --release --locked --target-dir target/mutants -p harness --features mutants --bin chaos
 	@bash scripts/build-system-image.sh target/mutants/debug system-mutants
-	@./target/mutants/debug/chaos reap
+	@./target/mutants/release/chaos reap
 	@echo "==> chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
-	@./target/mutants/debug/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
+	@./target/mutants/release/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
 
 ## explore: `chaos explore` for an hour under PROFILE (default hardened), -j 3, seed SEED.
 explore: setup
