@@ -784,7 +784,24 @@ impl<'a> Runner<'a> {
             }
             StepKind::CreateChangefeed { changefeed } => {
                 let start = match self.removed_feeds.remove(changefeed) {
-                    Some(at_removal) => self.removal_over(changefeed, at_removal).await,
+                    Some(at_removal) => {
+                        // The highest checkpoint anyone saw (the observer's
+                        // samples too): a user creates it again from the
+                        // checkpoint they last saw, never from an older one.
+                        let listed = self.removal_over(changefeed, at_removal).await;
+                        let sampled = self
+                            .observer
+                            .as_ref()
+                            .map(|o| o.samples_snapshot())
+                            .unwrap_or_default()
+                            .iter()
+                            .flat_map(|s| s.changefeeds.iter())
+                            .filter(|c| &c.name == changefeed)
+                            .map(|c| c.checkpoint_ts)
+                            .max()
+                            .unwrap_or(0);
+                        listed.max(sampled)
+                    }
                     None => self.start_ts,
                 };
                 let body = provision::create_request(self.sc, changefeed, start)?;
