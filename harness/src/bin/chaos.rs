@@ -195,6 +195,10 @@ enum Cmd {
         /// (a checker, or `checker:class`); the runs under way finish.
         #[arg(long, value_name = "SIGNATURE")]
         until: Option<String>,
+        /// Judge the runs of an earlier exploration in --out again with
+        /// today's checkers and rewrite its pages (starts nothing).
+        #[arg(long)]
+        recheck: bool,
         /// Print run INDEX's generated scenario file and exit (starts nothing).
         #[arg(long, value_name = "INDEX")]
         print: Option<u64>,
@@ -1112,6 +1116,31 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Cmd::Explore {
+        recheck: true, out, ..
+    } = &cli.cmd
+    {
+        return match harness::explore::recheck(out) {
+            Ok(s) => {
+                let counts = s.counts();
+                println!(
+                    "{} run(s) judged again: {}; page {}",
+                    s.runs.len(),
+                    counts
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    out.join("explore.html").display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("chaos explore --recheck: {e:#}");
+                ExitCode::from(3)
+            }
+        };
+    }
     if matches!(cli.cmd, Cmd::Sim { .. }) {
         // Thousands of simulated runs: their state machines' info lines
         // would drown the findings (RUST_LOG still wins).
@@ -1205,6 +1234,7 @@ fn main() -> ExitCode {
             verbose,
             until,
             print: None,
+            recheck: false,
         } => {
             let req = harness::explore::ExploreRequest {
                 profile: *profile,

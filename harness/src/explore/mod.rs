@@ -206,3 +206,46 @@ fn write_summary(out: &Path, s: &ExploreSummary, runs: &[Run]) -> Result<()> {
     reports::write(runs, out)?;
     Ok(())
 }
+
+/// Re-reads an exploration's directory: every run judged again by today's
+/// checkers (as `chaos check` does), its signature and the coverage
+/// computed again, `explore.json`, `explore.html` and `report.html`
+/// rewritten (Jepsen's `analyze`: checker fixes are tried on old runs).
+pub fn recheck(out: &Path) -> Result<ExploreSummary> {
+    let path = out.join("explore.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: no explore.json; give a `chaos explore --out` directory",
+            out.display()
+        )
+    })?;
+    let mut summary: ExploreSummary = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not an explore.json", path.display()))?;
+    let mut runs = Vec::new();
+    for row in &mut summary.runs {
+        let rj = Path::new(&row.dir).join("run.json");
+        let Ok(t) = std::fs::read_to_string(&rj) else {
+            continue;
+        };
+        let mut run =
+            Run::from_json(&t).with_context(|| format!("{}: not a run record", rj.display()))?;
+        let (checks, verdict) = crate::checker::judge(&run);
+        run.checks = checks;
+        run.verdict = Some(verdict);
+        row.verdict = verdict.as_str().to_string();
+        row.signature = signature::of(&run);
+        row.why = matches!(verdict, Verdict::Inconclusive | Verdict::Error).then(|| cause(&run));
+        runs.push(run);
+    }
+    summary.coverage = coverage::matrix(&runs)
+        .into_iter()
+        .map(|((kind, role, phase), count)| CoverageCell {
+            kind,
+            role,
+            phase,
+            count,
+        })
+        .collect();
+    write_summary(out, &summary, &runs)?;
+    Ok(summary)
+}
