@@ -171,8 +171,11 @@ fn finish(mut run: Run, t0: Instant) -> Run {
     run
 }
 
-/// How long target resolution retries a role with no holder yet.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long target resolution retries a role with no holder yet: a
+/// changefeed in warning has no dispatchers until its retry (the backoff,
+/// up to 16 s in explored runs, and a bootstrap), a coordinator's term
+/// starts only after a lease runs out.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(40);
 
 /// One run in progress.
 struct Runner<'a> {
