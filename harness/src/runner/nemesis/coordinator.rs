@@ -16,11 +16,21 @@ const NEW_OWNER_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Nemesis for Resign {
     async fn inject(&self, w: &World, _f: &Fault<'_>) -> Result<Injected> {
-        let v = w.view().await;
+        // Between terms (a lease running out) there is no coordinator for a
+        // while: the resign waits for the next one, as a user would.
+        let mut v = w.view().await;
+        let waited = std::time::Instant::now();
+        while v.coordinator_slot().is_none() && waited.elapsed() < NEW_OWNER_TIMEOUT {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            v = w.view().await;
+        }
         let from = v.coordinator.clone();
-        let slot = v
-            .coordinator_slot()
-            .ok_or_else(|| anyhow!("no coordinator to resign"))?;
+        let slot = v.coordinator_slot().ok_or_else(|| {
+            anyhow!(
+                "no coordinator to resign within {} s",
+                NEW_OWNER_TIMEOUT.as_secs()
+            )
+        })?;
         let api = w.cluster.node(slot)?.api.clone();
         let r = w
             .probe
