@@ -57,6 +57,7 @@ async fn manager(
         upstream: up.endpoint(),
         error_report_interval: Duration::from_secs(5),
         dispatcher: Default::default(),
+        write_mode: cdc_system::sink::WriteMode::Shared,
     };
     let m = DispatcherManager::new(cfg, tx).await.expect("manager");
     for t in tables {

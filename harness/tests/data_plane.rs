@@ -36,6 +36,7 @@ async fn manager(
         upstream: c.upstream_endpoint().unwrap().to_string(),
         error_report_interval: Duration::from_secs(5),
         dispatcher: Default::default(),
+        write_mode: cdc_system::sink::WriteMode::Shared,
     };
     let m = DispatcherManager::new(cfg, errors).await.expect("manager");
     for t in tables() {
