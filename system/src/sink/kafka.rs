@@ -89,14 +89,40 @@ fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
     c
 }
 
-/// `transaction.timeout.ms` of a table's transactional producer: the
-/// write timeout (librdkafka wants `message.timeout.ms` at most this) plus
-/// 10 s for the commit itself. It is also how long a writer that stopped
-/// answering (a frozen process) holds back read_committed readers of the
-/// partitions its open transaction touched, unless the table's next writer
-/// starts sooner and aborts it.
-pub fn transaction_timeout(uri: &SinkUri) -> Duration {
-    uri.write_timeout + Duration::from_secs(10)
+/// The bounds of a table's transactional writer, derived from the sink
+/// URI's `write-timeout` (`w`), which bounds each request. A change takes
+/// two requests to be acknowledged (AddPartitionsToTxn, then Produce) and a
+/// commit three (those and EndTxn), so on a slow link fenced writes need
+/// about three round trips where the shared producer needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnTimeouts {
+    /// `message.timeout.ms`: 2 w.
+    pub message: Duration,
+    /// Bound on a commit (delivering what is queued, then EndTxn): 3 w.
+    pub commit: Duration,
+    /// `transaction.timeout.ms`: 3 w + 10 s, so a commit that takes its
+    /// whole bound still ends inside the transaction. It is also how long
+    /// a writer that stopped answering (a frozen process) holds back the
+    /// read_committed readers of the partitions its open transaction
+    /// touched, unless the table's next writer starts sooner and aborts it.
+    pub transaction: Duration,
+    /// Bound on `init_transactions` (about five round trips on a new
+    /// connection, more while an earlier writer's transaction is being
+    /// aborted): the transaction timeout plus the dial timeout.
+    pub init: Duration,
+}
+
+impl TxnTimeouts {
+    pub fn of(uri: &SinkUri) -> TxnTimeouts {
+        let w = uri.write_timeout;
+        let transaction = w * 3 + Duration::from_secs(10);
+        TxnTimeouts {
+            message: w * 2,
+            commit: w * 3,
+            transaction,
+            init: transaction + uri.dial_timeout,
+        }
+    }
 }
 
 /// rdkafka's transactional producer behind [`TxnProducer`].
@@ -118,11 +144,14 @@ impl RdTxnProducer {
     /// The producer of `table`'s writer; the error is librdkafka's
     /// configuration complaint.
     fn new(uri: &SinkUri, changefeed: &str, id: &str) -> Result<RdTxnProducer, String> {
+        let t = TxnTimeouts::of(uri);
         let mut c = config(uri, changefeed);
-        c.set("transactional.id", id).set(
-            "transaction.timeout.ms",
-            transaction_timeout(uri).as_millis().to_string(),
-        );
+        c.set("transactional.id", id)
+            .set(
+                "transaction.timeout.ms",
+                t.transaction.as_millis().to_string(),
+            )
+            .set("message.timeout.ms", t.message.as_millis().to_string());
         let p = c.create().map_err(|e| e.to_string())?;
         Ok(RdTxnProducer {
             p,
@@ -395,8 +424,8 @@ impl KafkaSink {
             transactional_id: id,
             topic: self.uri.topic.clone(),
             batching,
-            init_timeout: self.uri.write_timeout.max(self.uri.dial_timeout),
-            commit_timeout: transaction_timeout(&self.uri),
+            init_timeout: TxnTimeouts::of(&self.uri).init,
+            commit_timeout: TxnTimeouts::of(&self.uri).commit,
         };
         let w = TxnWriter::start(Arc::new(producer), settings, self.failure.clone()).await?;
         let earlier = self.writers.lock().unwrap().insert(key, w);
@@ -570,6 +599,23 @@ impl KafkaSink {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn transactional_producers_accept_their_timeouts_for_any_write_timeout() {
+        for w in ["500ms", "5s", "10s", "2m"] {
+            let uri = SinkUri::parse(&format!(
+                "kafka://127.0.0.1:1/t?protocol=canal-json&write-timeout={w}"
+            ))
+            .unwrap();
+            let t = TxnTimeouts::of(&uri);
+            assert!(t.message < t.transaction && t.commit < t.transaction && t.init > t.commit);
+            // librdkafka refuses a message timeout above the transaction
+            // timeout, among others, when the producer is created.
+            if let Err(e) = RdTxnProducer::new(&uri, "cf", "cdc-cf-db.t") {
+                panic!("write-timeout={w}: {e}");
+            }
+        }
+    }
 
     fn soon(ms: u64) -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_millis(ms)
