@@ -2,11 +2,12 @@
 //! one link, metadata probes, and a consumer that reads a whole topic (used by
 //! readiness checks, the smoke scenario and the verifier).
 //!
-//! Every reader reads with `isolation.level=read_committed`: under fenced
-//! writes (profile `hardened`) a change is in the output only once its
-//! transaction committed, and a fenced writer's aborted batch must not count;
-//! on topics written without transactions every record counts as committed,
-//! so the setting changes nothing there.
+//! Every reader reads with `isolation.level=read_committed` (librdkafka's
+//! default, set explicitly so no reader depends on it): under fenced writes
+//! (profile `hardened`) a change is in the output only once its transaction
+//! committed, and a fenced writer's aborted batch must not count; on topics
+//! written without transactions every record counts as committed, so the
+//! setting changes nothing there.
 //!
 //! rdkafka calls that block run on tokio's blocking pool.
 
@@ -146,8 +147,10 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
             .set("enable.partition.eof", "true")
             .create()
             .with_context(|| format!("creating a consumer on {bootstrap}"))?;
-        // Reads the high watermark (ListOffsets read_uncommitted).
+        // Reads the high watermark: ListOffsets read_uncommitted
+        // (librdkafka's default is read_committed, the last stable offset).
         let watermarks: BaseConsumer = base_config(&bootstrap)
+            .set("isolation.level", "read_uncommitted")
             .create()
             .with_context(|| format!("creating a metadata client on {bootstrap}"))?;
         let md = consumer

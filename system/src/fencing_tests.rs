@@ -208,8 +208,9 @@ async fn a_fenced_writers_late_batch_never_becomes_visible_to_read_committed_rea
     );
     assert!(order_violations(&o.committed).is_empty());
     // A's first two changes did reach the log, in the transaction B's
-    // start aborted: only a read_uncommitted reader (kcat's default) sees
-    // them; A's late change never got in.
+    // start aborted: only a read_uncommitted reader (the default of Kafka's
+    // own console consumer; librdkafka's, hence kcat's, is read_committed)
+    // sees them; A's late change never got in.
     assert_eq!(
         sorted(o.uncommitted.clone()),
         sorted(vec![k(1, 100), k(2, 101), k(1, 100), k(2, 101), k(1, 200)])
