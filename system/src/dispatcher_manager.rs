@@ -261,21 +261,40 @@ impl DispatcherManager {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let d = Dispatcher::spawn(
             id,
-            table,
+            table.clone(),
             start_ts,
             self.upstream.clone(),
-            sink,
+            sink.clone(),
             self.cfg.dispatcher.clone(),
         );
-        let mut ds = self.dispatchers.lock().unwrap();
-        if ds.contains_key(&key) {
-            return Err(ManagerError::DuplicateDispatcher {
-                changefeed: self.cfg.changefeed.clone(),
-                table: key,
-            });
+        // Checked under the dispatchers' lock: a close that starts after
+        // this check takes the dispatcher with the others; one that started
+        // before refuses it. A refused dispatcher is stopped, not leaked.
+        let (refused, d) = {
+            let mut ds = self.dispatchers.lock().unwrap();
+            let closing = *self.close.lock().unwrap() != CloseState::Open;
+            match ds.entry(key) {
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    let e = ManagerError::DuplicateDispatcher {
+                        changefeed: self.cfg.changefeed.clone(),
+                        table: e.key().clone(),
+                    };
+                    (e, d)
+                }
+                std::collections::btree_map::Entry::Vacant(_) if closing => {
+                    (ManagerError::Closing(self.cfg.changefeed.clone()), d)
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(d);
+                    return Ok(id);
+                }
+            }
+        };
+        d.stop().await;
+        if matches!(refused, ManagerError::Closing(_)) {
+            sink.close_table(&table, Duration::from_secs(1)).await;
         }
-        ds.insert(key, d);
-        Ok(id)
+        Err(refused)
     }
 
     pub async fn remove_dispatcher(

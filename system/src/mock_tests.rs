@@ -619,3 +619,44 @@ async fn the_mock_cluster_does_not_fence() {
         "(uncommitted messages served to read_committed, a's late send, a's commit after b's init)"
     );
 }
+
+/// A table whose transactional producer is still being set up when its
+/// manager starts closing gets no dispatcher: the add is refused as
+/// closing (the dispatcher it spawned is stopped, not left running on a
+/// closed manager). The mock answers InitProducerId with a retriable error
+/// for a while, so the close starts while the add waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_added_while_its_manager_closes_gets_no_dispatcher() {
+    let m = mock("closing", 1);
+    let up = upstream_with_table().await;
+    let (tx, _rx) = tokio::sync::mpsc::channel(8);
+    let mgr = DispatcherManager::new(
+        cfg_in(
+            WriteMode::Fenced(TxnBatching::default()),
+            uri(&m, "closing", ""),
+            &up,
+            Duration::from_secs(5),
+        ),
+        tx,
+    )
+    .await
+    .unwrap();
+    m.request_errors(
+        RDKafkaApiKey::InitProducerId,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 6],
+    );
+    let add = tokio::spawn({
+        let mgr = mgr.clone();
+        async move { mgr.add_dispatcher(table("db", "t"), 1).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !add.is_finished(),
+        "init_transactions was not slow: the test would prove nothing"
+    );
+    assert!(!mgr.try_close());
+    let r = add.await.unwrap();
+    assert!(matches!(r, Err(ManagerError::Closing(_))), "{r:?}");
+    wait("close", || mgr.try_close()).await;
+    assert!(mgr.status().is_empty(), "{:?}", mgr.status());
+}

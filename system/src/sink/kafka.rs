@@ -398,15 +398,15 @@ impl KafkaSink {
     /// [`WriteMode::Fenced`]: creates `table`'s transactional producer and
     /// initializes its transactions, which fences every earlier writer of
     /// the table (on this node or another) and aborts what it left open.
-    /// A no-op under [`WriteMode::Shared`] or when the table is open.
+    /// A no-op under [`WriteMode::Shared`], when the table is open, or when
+    /// the sink already failed (it refuses every send, as a failed shared
+    /// producer does, and its first error stays the one reported).
     pub async fn open_table(&self, table: &TableName) -> Result<(), SinkError> {
         let WriteMode::Fenced(batching) = self.mode else {
             return Ok(());
         };
-        if let Some(first) = self.error() {
-            return Err(SinkError::Unusable {
-                first: first.to_string(),
-            });
+        if self.error().is_some() {
+            return Ok(());
         }
         let key = table_str(table);
         if self.writers.lock().unwrap().contains_key(&key) {
