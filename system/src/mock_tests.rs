@@ -660,3 +660,41 @@ async fn a_table_added_while_its_manager_closes_gets_no_dispatcher() {
     wait("close", || mgr.try_close()).await;
     assert!(mgr.status().is_empty(), "{:?}", mgr.status());
 }
+
+/// A table whose transactional producer cannot be set up (the broker
+/// refuses InitProducerId) gets no dispatcher, and the add fails with an
+/// error that names the transactional id and says it is retriable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_init_transactions_is_a_clear_error_of_the_add() {
+    let m = mock("noinit", 1);
+    let up = upstream_with_table().await;
+    let (tx, _rx) = tokio::sync::mpsc::channel(8);
+    let mgr = DispatcherManager::new(
+        cfg_in(
+            WriteMode::Fenced(TxnBatching::default()),
+            uri(&m, "noinit", ""),
+            &up,
+            Duration::from_secs(5),
+        ),
+        tx,
+    )
+    .await
+    .unwrap();
+    m.request_errors(
+        RDKafkaApiKey::InitProducerId,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED],
+    );
+    let e = mgr
+        .add_dispatcher(table("db", "t"), 1)
+        .await
+        .expect_err("init_transactions fails");
+    let text = e.to_string();
+    assert!(
+        text.starts_with("[CDC:ErrKafkaNewProducer]new transactional kafka producer transactional.id=cdc-cf%2D1-db.t: init_transactions failed: "),
+        "{text}"
+    );
+    assert!(text.ends_with("; retriable"), "{text}");
+    assert!(mgr.status().is_empty());
+    assert!(!mgr.try_close());
+    wait("close", || mgr.try_close()).await;
+}

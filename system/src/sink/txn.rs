@@ -214,13 +214,15 @@ impl TxnWriter {
     ) -> Result<TxnWriter, SinkError> {
         let p = producer.clone();
         let timeout = settings.init_timeout;
-        blocking(move || p.init(timeout))
-            .await
-            .map_err(|f| SinkError::TransactionInit {
-                transactional_id: settings.transactional_id.clone(),
+        if let Err(f) = blocking(move || p.init(timeout)).await {
+            // Destroying a producer may block: off the runtime.
+            let _ = tokio::task::spawn_blocking(move || drop(producer)).await;
+            return Err(SinkError::TransactionInit {
+                transactional_id: settings.transactional_id,
                 fenced: f.fenced,
                 detail: f.detail,
-            })?;
+            });
+        }
         tracing::info!(transactional_id = %settings.transactional_id, "transactional producer initialized; earlier writers of this id are fenced");
         let (cmds, rx) = mpsc::unbounded_channel();
         let transactional_id = settings.transactional_id.clone();
