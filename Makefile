@@ -12,7 +12,7 @@ FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
 .PHONY: all setup packages test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim \
-	actionlint nightly-shard nightly-merge nightly-local
+	actionlint nightly-shard nightly-merge nightly-local mutants explore
 
 all: test
 
@@ -33,6 +33,8 @@ test: setup lint actionlint
 	@bash scripts/build-system-image.sh
 	@echo "==> unit tests (no Docker)"
 	@$(CARGO) test --workspace --locked --lib --bins
+	@echo "==> the mutant matrix's cheap slice: the simulator-tier mutants and the canary (no Docker)"
+	@$(CARGO) test --locked -p cdc-system --features mutants --lib mutant::
 	@echo "==> real-container tests (etcd, Kafka, Toxiproxy, upstream in Docker)"
 	@$(CARGO) test --workspace --locked --test '*'
 
@@ -158,3 +160,30 @@ nightly-local:
 	done; \
 	$(MAKE) --no-print-directory nightly-merge || rc=1; \
 	exit $$rc
+
+## mutants: the mutant matrix. Builds the mutants build (target/mutants, --features mutants) and
+## its image once, then `chaos mutants`: each mutant against the scenarios that claim it
+## (catches = [...]), the simulator (MUTANT_SIM_SEEDS) and the unit tier; the control runs in
+## the same invocation. MUTANTS="a b" runs only those, MUTANT_TRIALS=k trials (nightly 10).
+MUTANT_TRIALS ?= 3
+MUTANT_SIM_SEEDS ?= 2000
+MUTANTS ?=
+mutants: setup
+	@echo "==> cargo build --workspace --bins (the control's image)"
+	@$(CARGO) build --workspace --bins --locked
+	@bash scripts/build-system-image.sh
+	@echo "==> the mutants build: cargo build --features mutants --target-dir target/mutants"
+	@$(CARGO) build --locked --target-dir target/mutants -p cdc-system --features mutants --bins
+	@echo "==> chaos itself in release (the simulator tier runs thousands of plans)"
+	@$(CARGO) build --release --locked --target-dir target/mutants -p harness --features mutants --bin chaos
+	@bash scripts/build-system-image.sh target/mutants/debug system-mutants
+	@./target/mutants/release/chaos reap
+	@echo "==> chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
+	@./target/mutants/release/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
+
+## explore: `chaos explore` for an hour under PROFILE (default hardened), -j 3, seed SEED.
+explore: setup
+	@$(CARGO) build --workspace --bins --locked
+	@bash scripts/build-system-image.sh
+	@./target/debug/chaos reap
+	@./target/debug/chaos explore --profile $(or $(PROFILE),hardened) --seed $(SEED) --budget $(or $(BUDGET),1h) -j 3 --out reports/out/explore-$(or $(PROFILE),hardened)

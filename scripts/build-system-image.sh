@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Builds cdc-chaos/system:<workspace version> from the binaries cargo built
-# (target/debug by default; pass a profile directory to change it). Rebuilds
-# only when a binary or the Dockerfile changed (label cdc-chaos.inputs-hash).
+# (target/debug by default; pass a profile directory to change it, and an
+# image name as the second argument, e.g. `target/mutants/debug
+# system-mutants` for the mutant matrix's build). Rebuilds only when a
+# binary or the Dockerfile changed (label cdc-chaos.inputs-hash).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source images/versions.env
 profile_dir=${1:-target/debug}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-tag=$IMAGE_PREFIX/system:$version
+name=${2:-system}
+tag=$IMAGE_PREFIX/$name:$version
 bins=(upstream cdc-server)
-ctx=.build/system-context
+ctx=.build/$name-context
 for b in "${bins[@]}"; do
   [ -x "$profile_dir/$b" ] || { echo "build-system-image: $profile_dir/$b is missing: run cargo build --workspace first" >&2; exit 1; }
 done

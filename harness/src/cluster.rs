@@ -102,6 +102,9 @@ pub struct ClusterSpec {
     pub spare_nodes: usize,
     /// Every node's settings (profile and timing), passed as `cdc-server` flags.
     pub node_settings: NodeSettings,
+    /// A bug switch on in every node: the nodes run the mutants image
+    /// ([`images::system_mutants`]) with `--mutant NAME`.
+    pub mutant: Option<String>,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
 }
@@ -116,6 +119,7 @@ impl Default for ClusterSpec {
             nodes: 0,
             spare_nodes: 0,
             node_settings: NodeSettings::default(),
+            mutant: None,
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -368,6 +372,11 @@ impl Cluster {
         let docker = docker::connect()?;
         for image in images::all() {
             image_present(&docker, image).await?;
+        }
+        if spec.mutant.is_some() {
+            image_present(&docker, images::system_mutants()).await.map_err(|_| {
+                anyhow!("image {} is missing: `make mutants` builds it (cargo build --features mutants, then scripts/build-system-image.sh target/mutants/debug system-mutants)", images::system_mutants())
+            })?;
         }
         if spec.upstream {
             image_present(&docker, images::system()).await.map_err(|_| {
@@ -677,8 +686,15 @@ impl Cluster {
         };
         let host_port = free_port()?;
         let container_name = self.run.name(&name);
-        let settings = spec.node_settings.to_args();
-        let req = request(images::system(), &self.run, &self.network, &name)
+        let mut settings = spec.node_settings.to_args();
+        let image = match &spec.mutant {
+            Some(m) => {
+                settings.push(format!("--mutant={m}"));
+                images::system_mutants()
+            }
+            None => images::system(),
+        };
+        let req = request(image, &self.run, &self.network, &name)
             .with_mapped_port(host_port, NODE_HTTP_PORT.tcp())
             .with_cmd(
                 [

@@ -59,6 +59,15 @@ pub fn system() -> ImageRef {
     }
 }
 
+/// The system's image built with the `mutants` feature (`make mutants`):
+/// its nodes take `--mutant NAME`.
+pub fn system_mutants() -> ImageRef {
+    ImageRef {
+        name: prefixed("system-mutants"),
+        tag: env!("CARGO_PKG_VERSION"),
+    }
+}
+
 /// Every third-party image a cluster needs, for the "run make setup" check.
 pub fn all() -> Vec<ImageRef> {
     vec![etcd(), toxiproxy(), kafka()]

@@ -26,6 +26,7 @@ pub mod docker;
 pub mod explore;
 pub mod images;
 pub mod kafka;
+pub mod mutants;
 pub mod provenance;
 pub mod runner;
 pub mod scenario;

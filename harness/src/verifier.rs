@@ -222,14 +222,21 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
                 continue;
             }
             match newest.get(c.key.as_str()) {
-                Some(&n) if c.commit_ts < n => t.order_violations.push(OrderViolation {
-                    key: c.key.clone(),
-                    commit_ts: c.commit_ts,
-                    after_commit_ts: n,
-                    partition: p,
-                    offset: o,
-                    detail: format!("commit ts {} arrived after {}", c.commit_ts, n),
-                }),
+                Some(&n)
+                    if c.commit_ts < n
+                        && !crate::checker::harness_mutant(
+                            cdc_system::mutant::Mutant::VerifierIgnoresOrder,
+                        ) =>
+                {
+                    t.order_violations.push(OrderViolation {
+                        key: c.key.clone(),
+                        commit_ts: c.commit_ts,
+                        after_commit_ts: n,
+                        partition: p,
+                        offset: o,
+                        detail: format!("commit ts {} arrived after {}", c.commit_ts, n),
+                    })
+                }
                 _ => {
                     newest.insert(&c.key, c.commit_ts);
                 }

@@ -531,3 +531,43 @@ fn root_dir_runs() -> Vec<Run> {
     paths.sort();
     reports::load_runs(&paths).unwrap()
 }
+
+/// Every mutant of the matrix is claimed: by a catalog scenario (`catches`),
+/// by the simulator (a bug switch in the sans-IO state machines, or any
+/// profile minus one predicate) or by the unit tier (a checker's bug).
+#[test]
+fn every_mutant_is_claimed_by_a_scenario_or_a_tier() {
+    use harness::mutants::MatrixMutant;
+    let catalog: Vec<harness::scenario::Scenario> =
+        harness::scenario::files_in(&root().join("scenarios"))
+            .unwrap()
+            .iter()
+            .map(|p| harness::scenario::load(p).unwrap())
+            .collect();
+    let mut unclaimed = Vec::new();
+    for m in harness::mutants::all() {
+        let by_scenario = catalog.iter().any(|s| s.catches.contains(&m.name()));
+        let by_tier = match m {
+            MatrixMutant::Switch(s) => s.in_simulator() || s.in_harness(),
+            MatrixMutant::Profile(_) => true,
+        };
+        if !by_scenario && !by_tier {
+            unclaimed.push(m.name());
+        }
+    }
+    assert!(
+        unclaimed.is_empty(),
+        "mutants nothing claims: {unclaimed:?}"
+    );
+    // The data-plane and session switches need a container scenario.
+    for name in [
+        "sink-keeps-queue",
+        "session-loss-ignored",
+        "dispatcher-checkpoint-before-ack",
+    ] {
+        assert!(
+            catalog.iter().any(|s| s.catches.iter().any(|c| c == name)),
+            "{name} is claimed by no scenario"
+        );
+    }
+}

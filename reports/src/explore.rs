@@ -48,6 +48,9 @@ pub struct ExploreRow {
     pub enabled: Vec<String>,
     pub faults: usize,
     pub wall_ms: u64,
+    /// When the run ended, from the exploration's start.
+    #[serde(default)]
+    pub finished_ms: u64,
 }
 
 /// How often a fault kind on a role met a phase.
@@ -187,6 +190,7 @@ mod tests {
             enabled: vec!["sink-error".into()],
             faults: 3,
             wall_ms: 60_000,
+            finished_ms: 60_000 * (i + 1),
         }
     }
 

@@ -15,6 +15,7 @@ pub mod html;
 pub mod junit;
 pub mod logs;
 pub mod manifest;
+pub mod matrix;
 pub mod merge;
 pub mod run_model;
 pub mod timeline;

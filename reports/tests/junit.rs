@@ -16,7 +16,9 @@ fn passing_run_has_a_case_per_checker_and_no_failure() {
     let run = common::passing();
     let xml = reports::junit::render(std::slice::from_ref(&run));
     assert_eq!(doc_counts(&xml), (run.checks.len(), 0, 0, 0), "{xml}");
-    assert_eq!(run.checks.len(), 6);
+    // One per checker: recovers, no-broken-maintainer, no-data-loss,
+    // checkpoint-monotonic, single-coordinator, faults-bit, workload-floor.
+    assert_eq!(run.checks.len(), 7);
 }
 
 #[test]
@@ -69,8 +71,8 @@ fn errors_and_inconclusive_are_classed() {
     run.checks[2].summary = "the fault did not bite".into();
     run.meta.harness_error = Some("kafka did not start".into());
     let xml = reports::junit::render(&[run]);
-    // 6 checkers + the `run` case of the harness error.
-    assert_eq!(doc_counts(&xml), (7, 1, 2, 1), "{xml}");
+    // 7 checkers + the `run` case of the harness error.
+    assert_eq!(doc_counts(&xml), (8, 1, 2, 1), "{xml}");
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let types: Vec<&str> = doc
         .descendants()

@@ -175,7 +175,11 @@ impl DispatcherOrchestrator {
                 epoch,
                 removed: _,
             } => {
-                if self.faults.hit(Failpoint::HoldCloseAck) {
+                if self.faults.hit(Failpoint::HoldCloseAck)
+                    || self
+                        .faults
+                        .mutant(crate::mutant::Mutant::ManagerNeverAcksClose)
+                {
                     return; // the slow node: no answer
                 }
                 let Some(owner) = self.owners.get(&changefeed).cloned() else {

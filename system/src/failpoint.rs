@@ -413,6 +413,8 @@ pub struct Faults {
     hits: Arc<Mutex<BTreeMap<Failpoint, u64>>>,
     /// Node id for the `failpoint hit` log line.
     node: Arc<str>,
+    /// The bug switch turned on in this node (`mutants` builds only).
+    mutant: Option<crate::mutant::Mutant>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -436,7 +438,28 @@ impl Faults {
             inner,
             hits: Default::default(),
             node: Arc::from(""),
+            mutant: None,
         }
+    }
+
+    /// The same registry with bug switch `m` on; refused by a build without
+    /// the `mutants` feature.
+    pub fn with_mutant(mut self, m: Option<crate::mutant::Mutant>) -> Result<Faults, String> {
+        if m.is_some() && !crate::mutant::Mutant::BUILT {
+            return Err(
+                "this build carries no mutants: --mutant needs a build with `--features mutants` (`make mutants` builds one)"
+                    .into(),
+            );
+        }
+        self.mutant = m;
+        Ok(self)
+    }
+
+    /// Whether bug switch `m` is on here; always `false` without the
+    /// `mutants` feature, so production code paths carry none.
+    #[inline]
+    pub fn mutant(&self, m: crate::mutant::Mutant) -> bool {
+        cfg!(feature = "mutants") && self.mutant == Some(m)
     }
 
     /// The `fail` crate's registry: only for a process that runs one node.
@@ -637,5 +660,19 @@ mod tests {
             .configure("no/such", "return")
             .unwrap_err()
             .contains("unknown failpoint"));
+    }
+    #[test]
+    fn mutants_are_refused_without_the_feature_and_off_by_default() {
+        use crate::mutant::Mutant;
+        let f = Faults::seeded(0);
+        assert!(!f.mutant(Mutant::SinkKeepsQueue));
+        let r = Faults::seeded(0).with_mutant(Some(Mutant::SinkKeepsQueue));
+        if Mutant::BUILT {
+            assert!(r.unwrap().mutant(Mutant::SinkKeepsQueue));
+        } else {
+            let e = r.unwrap_err();
+            assert!(e.contains("--features mutants"), "{e}");
+        }
+        assert!(Faults::seeded(0).with_mutant(None).is_ok());
     }
 }

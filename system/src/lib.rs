@@ -32,6 +32,7 @@
 //!   managers, and their heartbeats;
 //! - [`failpoint`]: the named failpoints, their term syntax, and per-node
 //!   fault handles;
+//! - [`mutant`]: the bug switches of the mutant matrix (`mutants` builds);
 //! - [`sim`]: the deterministic simulator of the control plane;
 //! - [`swarm`]: seeded swarm runs of the simulator: plans, invariants, shrinking;
 //! - [`settings`]: every behaviour setting of a node (profile and timing);
@@ -47,6 +48,7 @@ pub mod dispatcher_orchestrator;
 pub mod failpoint;
 pub mod maintainer;
 pub mod messages;
+pub mod mutant;
 pub mod node;
 pub mod profile;
 pub mod settings;

@@ -30,6 +30,8 @@ pub struct SimConfig {
     pub latency_ms: u64,
     pub tick_ms: u64,
     pub coordinator: CoordinatorConfig,
+    /// The bug switch on in every node (`mutants` builds only).
+    pub mutant: Option<crate::mutant::Mutant>,
 }
 
 impl SimConfig {
@@ -41,6 +43,7 @@ impl SimConfig {
             latency_ms: 1,
             tick_ms: 100,
             coordinator: CoordinatorConfig::default(),
+            mutant: None,
         }
     }
 }
@@ -224,7 +227,10 @@ impl Sim {
         self.alive.insert(id.clone());
         let profile = self.cfg.profile;
         let seed = self.seed ^ crc32fast::hash(id.as_bytes()) as u64;
-        let faults = Faults::seeded(seed).for_node(&id);
+        let faults = Faults::seeded(seed)
+            .for_node(&id)
+            .with_mutant(self.cfg.mutant)
+            .expect("a mutant only in a mutants build (checked by its caller)");
         self.faults.insert(id.clone(), faults.clone());
         self.nodes.insert(
             id.clone(),

@@ -194,6 +194,9 @@ pub struct Plan {
     /// Every fault is healed here; then the quiet phase until `end_ms`.
     pub heal_ms: u64,
     pub end_ms: u64,
+    /// The bug switch on in every node (`chaos sim --mutant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutant: Option<crate::mutant::Mutant>,
 }
 
 /// The failpoints the simulated state machines evaluate, with the terms a
@@ -254,6 +257,7 @@ impl Plan {
             events,
             heal_ms,
             end_ms: 60_000,
+            mutant: None,
         }
     }
 
@@ -269,6 +273,7 @@ impl Plan {
                 backoff_max_ms: self.timing.backoff_max_ms,
                 ..Default::default()
             },
+            mutant: self.mutant,
         }
     }
 

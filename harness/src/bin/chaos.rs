@@ -152,6 +152,10 @@ enum Cmd {
         /// Run only the seeds of shard K of N (the same hash as `chaos run --shard`).
         #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
         shard: Option<harness::shard::Shard>,
+        /// Turn on one bug switch in every simulated node (a build with
+        /// `--features mutants`; this one refuses it otherwise).
+        #[arg(long, value_parser = cdc_system::mutant::Mutant::parse)]
+        mutant: Option<cdc_system::mutant::Mutant>,
     },
     /// Exploration on real containers: each run's fault schedule is generated
     /// from (seed, run index) as an ordinary scenario file in the run's
@@ -187,9 +191,49 @@ enum Cmd {
         /// Every run's step lines on stderr.
         #[arg(long)]
         verbose: bool,
+        /// Start no run once a finding's signature starts with this
+        /// (a checker, or `checker:class`); the runs under way finish.
+        #[arg(long, value_name = "SIGNATURE")]
+        until: Option<String>,
+        /// Judge the runs of an earlier exploration in --out again with
+        /// today's checkers and rewrite its pages (starts nothing).
+        #[arg(long)]
+        recheck: bool,
         /// Print run INDEX's generated scenario file and exit (starts nothing).
         #[arg(long, value_name = "INDEX")]
         print: Option<u64>,
+    },
+    /// The mutant matrix: every mutant (the bug switches of a `mutants`
+    /// build and every profile minus one predicate) against the scenarios
+    /// that claim it (`catches`), the simulator and the unit tier; writes
+    /// matrix.json, matrix.html and matrix.md. Exit 0 when every mutant is
+    /// detected and every control passes, 2 when the canary is missed, 1
+    /// otherwise. Needs a build with `--features mutants` (`make mutants`).
+    Mutants {
+        /// The catalog directory.
+        #[arg(long, default_value = "scenarios")]
+        dir: PathBuf,
+        /// Trials of a cell whose first trial did not detect its mutant.
+        #[arg(long, default_value_t = 3)]
+        trials: u32,
+        /// Run every cell's trials even after a detection (for rates).
+        #[arg(long)]
+        all_trials: bool,
+        /// Claimed scenarios of one mutant at once.
+        #[arg(short = 'j', long, default_value_t = 2)]
+        jobs: usize,
+        /// Simulator seeds per mutant.
+        #[arg(long, default_value_t = 2000)]
+        sim_seeds: u64,
+        /// Only these mutants (repeat the flag).
+        #[arg(long = "mutant")]
+        only: Vec<String>,
+        /// The tiers to run: containers, sim, unit (comma-separated).
+        #[arg(long, default_value = "containers,sim,unit")]
+        tiers: String,
+        /// Where the matrix and its runs go.
+        #[arg(long, default_value = "reports/out/mutants")]
+        out: PathBuf,
     },
     /// Shrink a failing run (a run directory): remove, then weaken its
     /// faults while a replay still fails the same way (checker and class).
@@ -706,6 +750,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
                     progress,
                     mode,
                     replay: replay.clone(),
+                    mutant: None,
                 };
                 set.spawn(async move {
                     let run = harness::runner::run(&s, p, &opts).await;
@@ -971,6 +1016,7 @@ async fn real_main(cmd: Cmd) -> Result<()> {
         | Cmd::Run { .. }
         | Cmd::Explore { .. }
         | Cmd::Shrink { .. }
+        | Cmd::Mutants { .. }
         | Cmd::Sim { .. } => {
             unreachable!("handled without a runtime")
         }
@@ -996,6 +1042,104 @@ fn main() -> ExitCode {
         });
         print!("{}", g.toml);
         return ExitCode::SUCCESS;
+    }
+    if let Cmd::Mutants {
+        dir,
+        trials,
+        all_trials,
+        jobs,
+        sim_seeds,
+        only,
+        tiers,
+        out,
+    } = &cli.cmd
+    {
+        if !cdc_system::mutant::Mutant::BUILT {
+            eprintln!("chaos mutants: this build carries no mutants; `make mutants` builds one (cargo build -p harness --features mutants)");
+            return ExitCode::from(2);
+        }
+        for name in only {
+            if harness::mutants::find(name).is_none() {
+                eprintln!(
+                    "chaos mutants: unknown mutant `{name}`; known: {}",
+                    harness::mutants::names().join(", ")
+                );
+                return ExitCode::from(2);
+            }
+        }
+        let tier = |t: &str| tiers.split(',').any(|x| x.trim() == t);
+        for t in tiers.split(',') {
+            if !["containers", "sim", "unit"].contains(&t.trim()) {
+                eprintln!(
+                    "chaos mutants: unknown tier `{t}` in --tiers; use containers, sim, unit"
+                );
+                return ExitCode::from(2);
+            }
+        }
+        let req = harness::mutants::matrix::MatrixRequest {
+            catalog: dir.clone(),
+            trials: *trials,
+            all_trials: *all_trials,
+            jobs: *jobs,
+            sim_seeds: *sim_seeds,
+            out: out.clone(),
+            only: only.clone(),
+            containers: tier("containers"),
+            sim: tier("sim"),
+            unit: tier("unit"),
+        };
+        harness::init_tracing_at("warn");
+        let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+        return match rt.block_on(harness::mutants::matrix::run(&req)) {
+            Ok(m) => {
+                println!("{}", m.markdown());
+                println!(
+                    "matrix {} ({:.1} min); canary {}; control {}",
+                    out.join("matrix.html").display(),
+                    m.wall_ms as f64 / 60_000.0,
+                    if m.canary_detected() {
+                        "detected"
+                    } else {
+                        "MISSED"
+                    },
+                    if m.controls_pass() {
+                        "passed"
+                    } else {
+                        "FAILED"
+                    }
+                );
+                ExitCode::from(m.exit_code())
+            }
+            Err(e) => {
+                eprintln!("chaos mutants: {e:#}");
+                ExitCode::from(3)
+            }
+        };
+    }
+    if let Cmd::Explore {
+        recheck: true, out, ..
+    } = &cli.cmd
+    {
+        return match harness::explore::recheck(out) {
+            Ok(s) => {
+                let counts = s.counts();
+                println!(
+                    "{} run(s) judged again: {}; page {}",
+                    s.runs.len(),
+                    counts
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    out.join("explore.html").display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("chaos explore --recheck: {e:#}");
+                ExitCode::from(3)
+            }
+        };
     }
     if matches!(cli.cmd, Cmd::Sim { .. }) {
         // Thousands of simulated runs: their state machines' info lines
@@ -1032,14 +1176,22 @@ fn main() -> ExitCode {
             out,
             export,
             shard,
+            mutant,
         } => {
+            if mutant.is_some() && !cdc_system::mutant::Mutant::BUILT {
+                eprintln!("chaos sim: error: --mutant: this build carries no mutants; build with `cargo build -p harness --features mutants` (`make mutants` does)");
+                return ExitCode::from(2);
+            }
             if *trace && replay.is_none() && plan.is_none() {
                 eprintln!("chaos sim: error: --trace prints one replayed run; give --replay SEED or --plan FILE with it");
                 return ExitCode::from(2);
             }
             let r = match (replay, plan) {
                 (Some(seed), _) => replay_and_export(
-                    &cdc_system::swarm::Plan::generate(*seed, *profile),
+                    &cdc_system::swarm::Plan {
+                        mutant: *mutant,
+                        ..cdc_system::swarm::Plan::generate(*seed, *profile)
+                    },
                     *trace,
                     export.as_deref(),
                 ),
@@ -1058,6 +1210,7 @@ fn main() -> ExitCode {
                     out: out.clone(),
                     export: export.clone(),
                     shard: *shard,
+                    mutant: *mutant,
                 }),
             };
             return match r {
@@ -1079,7 +1232,9 @@ fn main() -> ExitCode {
             faults,
             out,
             verbose,
+            until,
             print: None,
+            recheck: false,
         } => {
             let req = harness::explore::ExploreRequest {
                 profile: *profile,
@@ -1094,6 +1249,7 @@ fn main() -> ExitCode {
                 out: out.clone(),
                 verbose: *verbose,
                 first_index: *from,
+                until: until.clone(),
             };
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             return match rt.block_on(harness::explore::explore(&req)) {

@@ -21,6 +21,21 @@ pub(crate) mod fixtures;
 use crate::run_model::{CheckResult, Run, Verdict};
 use finding::{note, result};
 
+/// The harness's own bug switches (the mutant matrix's checker mutants): on
+/// only in a `mutants` build with `CHAOS_MUTANT=<name>` set; the checkers'
+/// negative fixtures (the unit tier) must then fail.
+pub fn harness_mutant(m: cdc_system::mutant::Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        std::env::var("CHAOS_MUTANT").ok().as_deref() == Some(m.name())
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = m;
+        false
+    }
+}
+
 /// A checker: a pure function of the run.
 pub type Checker = fn(&Run) -> CheckResult;
 

@@ -43,13 +43,20 @@ pub fn check(run: &Run) -> CheckResult {
             continue;
         };
         match run.recovered_at(name, healed, target) {
-            Some(s) if s.t_ms <= deadline => evidence.push(at(
-                s.t_ms,
-                format!(
-                    "{name}: normal with checkpoint >= {target}, {} after the last heal",
-                    secs(s.t_ms - healed)
-                ),
-            )),
+            Some(s)
+                if s.t_ms <= deadline
+                    || super::harness_mutant(
+                        cdc_system::mutant::Mutant::RecoversWithoutDeadline,
+                    ) =>
+            {
+                evidence.push(at(
+                    s.t_ms,
+                    format!(
+                        "{name}: normal with checkpoint >= {target}, {} after the last heal",
+                        secs(s.t_ms - healed)
+                    ),
+                ))
+            }
             _ if last.t_ms < deadline => {
                 verdict = verdict.max(Verdict::Inconclusive);
                 evidence.push(at(

@@ -1,6 +1,9 @@
 //! *single coordinator per term*: one election term (the etcd version of the
 //! owner key) belongs to one node, whether etcd names it or a node claims it;
-//! and the term etcd names never goes back.
+//! the term etcd names never goes back; and a deposed coordinator stops: a
+//! node that still acts as coordinator of an older term than the one etcd
+//! names, for longer than [`STALE_BOUND_MS`], is a second coordinator (its
+//! session is gone, it keeps deciding).
 
 use std::collections::BTreeMap;
 
@@ -9,11 +12,45 @@ use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "single-coordinator";
 
+/// How long a deposed coordinator may still claim its term once etcd names
+/// a newer one: a node notices a lost session within a keep-alive period or
+/// two; several seconds more is a coordinator acting without its session.
+pub const STALE_BOUND_MS: u64 = 3_000;
+
 pub fn check(run: &Run) -> CheckResult {
     let mut owner: BTreeMap<u64, (String, u64, &'static str)> = BTreeMap::new();
     let mut evidence = Vec::new();
     let mut last_term: Option<(u64, u64)> = None;
+    // (node id, its term) -> when it was first seen claiming a term older
+    // than etcd's; reported once.
+    let mut stale_since: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    let mut stale_reported: std::collections::BTreeSet<(String, u64)> = Default::default();
     for s in &run.samples {
+        if let Some(c) = &s.coordinator {
+            for n in s.nodes.iter().filter(|n| n.reachable) {
+                let (Some(v), Some(id)) = (n.coordinator_version, &n.node_id) else {
+                    continue;
+                };
+                if v >= c.version || *id == c.node_id {
+                    stale_since.remove(&(id.clone(), v));
+                    continue;
+                }
+                let key = (id.clone(), v);
+                let t0 = *stale_since.entry(key.clone()).or_insert(s.t_ms);
+                if s.t_ms >= t0 + STALE_BOUND_MS && stale_reported.insert(key) {
+                    evidence.push(at(
+                        s.t_ms,
+                        format!(
+                            "node {} ({id}) has acted as coordinator of term {v} for {} ms while etcd names term {} ({}): a deposed coordinator that keeps deciding",
+                            n.node,
+                            s.t_ms - t0,
+                            c.version,
+                            c.node_id
+                        ),
+                    ));
+                }
+            }
+        }
         let mut claims: Vec<(u64, String, &'static str)> = Vec::new();
         if let Some(c) = &s.coordinator {
             claims.push((c.version, c.node_id.clone(), "etcd"));
@@ -113,6 +150,35 @@ mod tests {
             "{r:?}"
         );
         assert!(r.evidence[0].message.contains("n2-a"), "{r:?}");
+    }
+
+    #[test]
+    fn a_deposed_coordinator_that_keeps_acting_fails_after_the_bound() {
+        let deposed = |from_ms: u64, to_ms: u64| {
+            let mut run = fixtures::healthy();
+            for s in run.samples.iter_mut().filter(|s| s.t_ms >= 20_000) {
+                s.coordinator = Some(CoordinatorObs {
+                    node_id: "n3-a".into(),
+                    version: 9,
+                });
+                s.nodes[2].coordinator_version = Some(9);
+                // n1 still claims term 3 in [from, to).
+                s.nodes[0].coordinator_version = (from_ms..to_ms).contains(&s.t_ms).then_some(3);
+            }
+            check(&run)
+        };
+        // A second of overlap: a node noticing its lost session.
+        assert_eq!(deposed(20_000, 21_000).verdict, Verdict::Pass);
+        let r = deposed(20_000, 30_000);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.evidence[0]
+                .message
+                .contains("a deposed coordinator that keeps deciding")
+                && r.evidence[0].message.contains("term 3")
+                && r.evidence[0].message.contains("term 9"),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -77,10 +77,12 @@ pub struct Touch {
 pub fn touches(run: &Run) -> Vec<Touch> {
     let mut out = Vec::new();
     for s in &run.steps {
+        // A fault's window carries its step's id (`step-<index>` without one).
+        let id = s.id.clone().unwrap_or_else(|| format!("step-{}", s.index));
         let is_fault = run
             .faults
             .iter()
-            .any(|f| f.injected_ms == s.started_ms && f.action == s.action)
+            .any(|f| f.id == id && f.action == s.action)
             || OPERATIONS.contains(&s.action.as_str());
         if !is_fault || s.outcome != crate::run_model::StepOutcome::Done {
             continue;
@@ -174,6 +176,15 @@ mod tests {
         assert_eq!(phase_at(&run, t), "election");
         // The fixture's own warning window (7 s to 17 s).
         assert_eq!(phase_at(&fixtures::healthy(), 7_500), "warning");
+    }
+
+    #[test]
+    fn every_fault_and_operation_is_counted() {
+        let run = fixtures::healthy();
+        let t = touches(&run);
+        assert_eq!(t.len(), run.faults.len(), "{t:?}");
+        assert_eq!(t[0].role, "dispatcher-host-of");
+        assert!(t[0].kind.starts_with("toxic"), "{t:?}");
     }
 
     #[test]

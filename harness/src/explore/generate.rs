@@ -197,6 +197,8 @@ struct Draft {
     /// What this fault sets off, from when (ms), for which changefeed:
     /// conditional failpoints anchor on it.
     triggers: Vec<(Trigger, u64, String)>,
+    /// The event a conditional fault was drawn around.
+    around: Option<(Trigger, u64, String)>,
     /// The inject step's body (without `id` and `at`).
     inject: String,
     /// The healing step's body given the fault id.
@@ -344,10 +346,14 @@ pub fn generate(spec: &Spec) -> Generated {
     let mut allowed = spec.families.clone();
     allowed.sort();
     allowed.dedup();
+    // Swarm testing over every family (`--faults all`): each run enables a
+    // random non-empty subset. A list names the families a user wants to
+    // meet: all of them are enabled in every run.
+    let every = Family::iter().all(|f| allowed.contains(&f));
     let mut enabled: Vec<Family> = allowed
         .iter()
         .copied()
-        .filter(|_| rng.random_bool(0.5))
+        .filter(|_| !every || rng.random_bool(0.5))
         .collect();
     if enabled.is_empty() && !allowed.is_empty() {
         enabled.push(*pick(&mut rng, &allowed));
@@ -417,7 +423,7 @@ pub fn generate(spec: &Spec) -> Generated {
                 _ => false,
             };
             let d = if conditional {
-                draw_conditional(family, &mut rng, &drafts, &timing, len)
+                draw_conditional(family, &mut rng, &drafts, &timing, len, None)
             } else {
                 None
             };
@@ -433,21 +439,25 @@ pub fn generate(spec: &Spec) -> Generated {
                 continue;
             }
             drafts.push(d);
-            // An event draws company: up to two more conditional faults of
-            // the enabled families around events already set off (a late
-            // cascade remove and a close that is not answered, say), each
-            // with an even chance.
-            if conditional {
-                for _ in 0..2 {
-                    if !rng.random_bool(0.5) {
-                        break;
+            // An event draws company: the event chain a fault sets off is
+            // where faults meet (a late cascade remove, a close nobody
+            // answers, a retry on the same node), so up to three more
+            // conditional faults of the enabled families are drawn around
+            // the same event, each with a chance of 2 in 5.
+            let around = drafts.last().and_then(|d| d.around.clone());
+            if let Some(a) = around {
+                for _ in 0..3 {
+                    if !rng.random_bool(0.4) {
+                        continue;
                     }
                     let fam = *pick(&mut rng, &[Family::Failpoint, Family::Message]);
                     if !enabled.contains(&fam) {
                         continue;
                     }
                     let len = *pick(&mut rng, &bounds);
-                    if let Some(more) = draw_conditional(fam, &mut rng, &drafts, &timing, len) {
+                    if let Some(more) =
+                        draw_conditional(fam, &mut rng, &drafts, &timing, len, Some(&a))
+                    {
                         if !clashes(&drafts, &more) {
                             drafts.push(more);
                         }
@@ -565,7 +575,12 @@ fn triggers_of(inject: &str, cf: &str, start: u64, end: u64) -> Vec<(Trigger, u6
     if has("KafkaSinkAsyncSendError") {
         out.push((Trigger::Warning, start, cf.clone()));
     }
-    if has("link = \"kafka\"") && (has("\"timeout\"") || has("latency = 6000")) {
+    // A held Kafka write fails once the write timeout passes: only a window
+    // longer than it sets off the warning.
+    if has("link = \"kafka\"")
+        && (has("\"timeout\"") || has("latency = 6000"))
+        && end > start + KAFKA_WRITE_TIMEOUT_MS + 1_000
+    {
         out.push((Trigger::Warning, start + KAFKA_WRITE_TIMEOUT_MS, cf.clone()));
     }
     if has("pause_changefeed") || has("remove_changefeed") {
@@ -627,14 +642,26 @@ fn draw_conditional(
     drafts: &[Draft],
     timing: &Timing,
     len: u64,
+    around: Option<&(Trigger, u64, String)>,
 ) -> Option<Draft> {
-    let anchors: Vec<&(Trigger, u64, String)> =
-        drafts.iter().flat_map(|d| d.triggers.iter()).collect();
+    let anchors: Vec<&(Trigger, u64, String)> = match around {
+        Some(a) => vec![a],
+        None => drafts.iter().flat_map(|d| d.triggers.iter()).collect(),
+    };
     let mut options: Vec<Conditional> = Vec::new();
     match family {
         Family::Failpoint => {
             for mut c in conditional_failpoints() {
-                let ms = *pick(rng, &[2_000u64, 4_000]);
+                // A late copy or a held close lands around the retry: the
+                // backoff minus and plus a margin, or early.
+                let ms = *pick(
+                    rng,
+                    &[
+                        2_000u64,
+                        timing.backoff_ms.saturating_sub(1_000),
+                        timing.backoff_ms + 500,
+                    ],
+                );
                 c.value = c.value.replace("{ms}", &ms.to_string());
                 options.push(c);
             }
@@ -708,12 +735,25 @@ fn draw_conditional(
     } else {
         what.replace("{cf}", &cf)
     };
+    // Holding the stop back keeps the cascade from happening: it never
+    // shares a window with the faults that act on the cascade's messages.
+    let (stage_tag, stage_avoid) = if name == Failpoint::BlockBeforeStop.name() {
+        ("stop-blocked", "acts-on-cascade")
+    } else {
+        ("acts-on-cascade", "stop-blocked")
+    };
     Some(Draft {
         start_ms: start,
         end_ms: Some(end),
-        tags: vec!["api".into(), fp.clone(), format!("role:{cf}")],
-        avoid: vec!["process".into(), fp],
+        tags: vec![
+            "api".into(),
+            fp.clone(),
+            format!("role:{cf}"),
+            stage_tag.into(),
+        ],
+        avoid: vec!["process".into(), fp, stage_avoid.into()],
         triggers: Vec::new(),
+        around: Some((*trigger, *at, cf.clone())),
         inject: format!(
             "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
         ),
@@ -732,11 +772,28 @@ fn draw_conditional(
 fn clashes(drafts: &[Draft], d: &Draft) -> bool {
     drafts.iter().any(|o| {
         let excludes = |a: &Draft, b: &Draft| a.avoid.iter().any(|t| b.tags.contains(t));
+        // Sink errors of one changefeed keep a longer distance: after the
+        // first, the changefeed waits for its retry with no sink to fail.
+        let margin = |a: &Draft, b: &Draft| {
+            if a.tags
+                .iter()
+                .any(|t| t.starts_with("sink:") && b.tags.contains(t))
+            {
+                SINK_COOLDOWN_MS
+            } else {
+                1_000
+            }
+        };
+        let m = margin(o, d);
         (excludes(o, d) || excludes(d, o))
-            && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + 1_000
-            && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + 1_000
+            && o.start_ms <= d.end_ms.unwrap_or(d.start_ms) + m
+            && d.start_ms <= o.end_ms.unwrap_or(o.start_ms) + m
     })
 }
+
+/// How far apart two sink errors of one changefeed stay: the longest retry
+/// wait (twice the longest backoff drawn) and some seconds to run again.
+const SINK_COOLDOWN_MS: u64 = 2 * 8_000 + 4_000;
 
 /// Gives back what a draft that is not kept took (slots, live nodes).
 fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
@@ -796,6 +853,7 @@ fn draw(
         tags: Vec::new(),
         avoid: Vec::new(),
         triggers: Vec::new(),
+        around: None,
         inject,
         heal: Some(heal),
         heal_op: None,
@@ -807,6 +865,7 @@ fn draw(
         tags: Vec::new(),
         avoid: Vec::new(),
         triggers: Vec::new(),
+        around: None,
         inject,
         heal: None,
         heal_op: None,
@@ -938,13 +997,16 @@ fn draw(
             let target = format!("dispatcher-host-of:{cf}");
             let name = Failpoint::KafkaAsyncSendError.name();
             let fp = format!("fp:{name}");
+            // Per changefeed: a second sink error meets no running sink
+            // while the first one's retry waits (see `clashes`).
+            let sink = format!("sink:{cf}");
             window(
                 failpoint(&target, name, "return(true)"),
                 disable,
                 format!("sink errors on {target} for {}", secs(end - start)),
             )
             .tagged(API.0, API.1)
-            .tagged(&[&fp], &[&fp])
+            .tagged(&[&fp, &sink], &[&fp, &sink])
         }
         // Unconditional variants only: the conditional ones are drawn by
         // `draw_conditional` around a fault that sets off their event.
@@ -965,14 +1027,22 @@ fn draw(
             .tagged(&[&fp], &[&fp])
         }
         Family::Failpoint => {
+            // A dispatcher host reports to its maintainer every 200 ms (to
+            // a peer unless it hosts the maintainer too): over 5 s at least
+            // some of its messages go out and a share is dropped.
             let name = Failpoint::DropRemoteMessage.name();
             let value = format!("{}%return(true)", *pick(rng, &[10u32, 30]));
             let fp = format!("fp:{name}");
-            window(
-                failpoint("any", name, &value),
-                disable,
-                format!("{name}={value} on any for {}", secs(end - start)),
-            )
+            let target = format!("dispatcher-host-of:{cf}");
+            let end = end.max(start + 5_000).min(HEAL_BY_MS);
+            Draft {
+                end_ms: Some(end),
+                ..window(
+                    failpoint(&target, name, &value),
+                    disable,
+                    format!("{name}={value} on {target} for {}", secs(end - start)),
+                )
+            }
             .tagged(API.0, API.1)
             .tagged(&[&fp], &[&fp])
         }

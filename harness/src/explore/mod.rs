@@ -37,8 +37,11 @@ pub struct ExploreRequest {
     pub out: PathBuf,
     /// Step lines of every run on stderr.
     pub verbose: bool,
-    /// Only the run indexes of this shard (1-based `K/N`), if any.
+    /// The first run index.
     pub first_index: u64,
+    /// Start no run once a finding's signature starts with this (e.g.
+    /// `no-broken-maintainer`).
+    pub until: Option<String>,
 }
 
 /// The seed of run `index`'s workload and `any` choices.
@@ -48,7 +51,7 @@ pub fn run_seed(seed: u64, index: u64) -> u64 {
 
 /// Generates, writes, validates and runs one schedule; its directory is
 /// `out/<name>`.
-async fn one(req: &ExploreRequest, index: u64) -> Result<(ExploreRow, Run)> {
+async fn one(req: &ExploreRequest, index: u64, t0: Instant) -> Result<(ExploreRow, Run)> {
     let g = generate::generate(&Spec {
         profile: req.profile,
         seed: req.seed,
@@ -88,6 +91,7 @@ async fn one(req: &ExploreRequest, index: u64) -> Result<(ExploreRow, Run)> {
         enabled: g.enabled.iter().map(|f| f.to_string()).collect(),
         faults: g.faults,
         wall_ms: run.meta.wall_ms,
+        finished_ms: t0.elapsed().as_millis() as u64,
     };
     Ok((row, run))
 }
@@ -129,8 +133,9 @@ pub async fn explore(req: &ExploreRequest) -> Result<ExploreSummary> {
     let mut next = req.first_index;
     let last = req.runs.map(|n| req.first_index + n);
     let mut set = tokio::task::JoinSet::new();
+    let mut found = false;
     loop {
-        let budget_left = req.budget.is_none_or(|b| t0.elapsed() < b);
+        let budget_left = req.budget.is_none_or(|b| t0.elapsed() < b) && !found;
         while set.len() < req.jobs && budget_left && last.is_none_or(|l| next < l) {
             let r = req.clone();
             let index = next;
@@ -139,7 +144,7 @@ pub async fn explore(req: &ExploreRequest) -> Result<ExploreSummary> {
                 "==> run {index} started ({:.1} min in)",
                 t0.elapsed().as_secs_f64() / 60.0
             );
-            set.spawn(async move { (index, one(&r, index).await) });
+            set.spawn(async move { (index, one(&r, index, t0).await) });
         }
         let Some(joined) = set.join_next().await else {
             break;
@@ -166,6 +171,12 @@ pub async fn explore(req: &ExploreRequest) -> Result<ExploreSummary> {
                 (s, _) => format!(" [{}]", s.join(", ")),
             }
         );
+        if let Some(u) = &req.until {
+            if row.signature.iter().any(|sig| sig.starts_with(u.as_str())) {
+                eprintln!("==> found {u} in run {}: no new run starts", row.index);
+                found = true;
+            }
+        }
         summary.runs.push(row);
         summary.runs.sort_by_key(|r| r.index);
         runs.push(run);
@@ -194,4 +205,47 @@ fn write_summary(out: &Path, s: &ExploreSummary, runs: &[Run]) -> Result<()> {
     std::fs::write(out.join("explore.html"), reports::explore::render(s))?;
     reports::write(runs, out)?;
     Ok(())
+}
+
+/// Re-reads an exploration's directory: every run judged again by today's
+/// checkers (as `chaos check` does), its signature and the coverage
+/// computed again, `explore.json`, `explore.html` and `report.html`
+/// rewritten (Jepsen's `analyze`: checker fixes are tried on old runs).
+pub fn recheck(out: &Path) -> Result<ExploreSummary> {
+    let path = out.join("explore.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "{}: no explore.json; give a `chaos explore --out` directory",
+            out.display()
+        )
+    })?;
+    let mut summary: ExploreSummary = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not an explore.json", path.display()))?;
+    let mut runs = Vec::new();
+    for row in &mut summary.runs {
+        let rj = Path::new(&row.dir).join("run.json");
+        let Ok(t) = std::fs::read_to_string(&rj) else {
+            continue;
+        };
+        let mut run =
+            Run::from_json(&t).with_context(|| format!("{}: not a run record", rj.display()))?;
+        let (checks, verdict) = crate::checker::judge(&run);
+        run.checks = checks;
+        run.verdict = Some(verdict);
+        row.verdict = verdict.as_str().to_string();
+        row.signature = signature::of(&run);
+        row.why = matches!(verdict, Verdict::Inconclusive | Verdict::Error).then(|| cause(&run));
+        runs.push(run);
+    }
+    summary.coverage = coverage::matrix(&runs)
+        .into_iter()
+        .map(|((kind, role, phase), count)| CoverageCell {
+            kind,
+            role,
+            phase,
+            count,
+        })
+        .collect();
+    write_summary(out, &summary, &runs)?;
+    Ok(summary)
 }

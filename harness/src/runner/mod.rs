@@ -99,6 +99,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     let spec = ClusterSpec {
         nodes: sc.cluster.nodes as usize,
         spare_nodes: (sc.slots() - sc.cluster.nodes) as usize,
+        mutant: opts.mutant.clone(),
         node_settings: node_settings(sc, profile),
         ..Default::default()
     };
@@ -782,10 +783,27 @@ impl<'a> Runner<'a> {
                 self.operate(req, Some(to)).await
             }
             StepKind::CreateChangefeed { changefeed } => {
-                let start = self
-                    .removed_feeds
-                    .remove(changefeed)
-                    .unwrap_or(self.start_ts);
+                let start = match self.removed_feeds.remove(changefeed) {
+                    Some(at_removal) => {
+                        // The highest checkpoint anyone saw (the observer's
+                        // samples too): a user creates it again from the
+                        // checkpoint they last saw, never from an older one.
+                        let listed = self.removal_over(changefeed, at_removal).await;
+                        let sampled = self
+                            .observer
+                            .as_ref()
+                            .map(|o| o.samples_snapshot())
+                            .unwrap_or_default()
+                            .iter()
+                            .flat_map(|s| s.changefeeds.iter())
+                            .filter(|c| &c.name == changefeed)
+                            .map(|c| c.checkpoint_ts)
+                            .max()
+                            .unwrap_or(0);
+                        listed.max(sampled)
+                    }
+                    None => self.start_ts,
+                };
                 let body = provision::create_request(self.sc, changefeed, start)?;
                 self.say(format_args!("  creating {changefeed} from ts {start}"));
                 self.operate(operation::Request::Create(body), None).await
@@ -851,21 +869,30 @@ impl<'a> Runner<'a> {
         })
     }
 
-    /// Removes a changefeed and waits (at most [`operation::OPERATION_TIMEOUT`])
-    /// until the coordinator no longer lists it; its last checkpoint seen is
-    /// where a later `create_changefeed` starts.
+    /// Removes a changefeed: the step ends once the coordinator took the
+    /// request (the removal itself may wait on a slow node); the checkpoint
+    /// it had then is where a later `create_changefeed` starts, raised by
+    /// whatever the coordinator still lists until the removal is over.
     async fn remove_changefeed(&mut self, cf: &str) -> Result<StepDone> {
         let before = self.w.view().await;
-        let mut checkpoint = before
+        let checkpoint = before
             .changefeed(cf)
             .map(|c| c.checkpoint_tso)
             .unwrap_or(self.start_ts);
         let done = self
             .operate(operation::Request::Remove(cf.to_string()), None)
             .await?;
+        self.removed_feeds.insert(cf.to_string(), checkpoint);
+        Ok(done)
+    }
+
+    /// Before a removed changefeed is created again: waits (at most
+    /// [`operation::CREATE_TIMEOUT`]) until the coordinator no longer lists
+    /// it, and returns the highest checkpoint it listed meanwhile.
+    async fn removal_over(&mut self, cf: &str, mut checkpoint: u64) -> u64 {
         let gone = deadline::until(
             &mut (&mut *self, &mut checkpoint),
-            operation::OPERATION_TIMEOUT,
+            operation::CREATE_TIMEOUT,
             Duration::from_millis(300),
             |(r, checkpoint)| {
                 Box::pin(async move {
@@ -885,11 +912,10 @@ impl<'a> Runner<'a> {
         if gone.is_none() {
             self.say(format_args!(
                 "  {cf} is still listed {} s after its removal was accepted",
-                operation::OPERATION_TIMEOUT.as_secs()
+                operation::CREATE_TIMEOUT.as_secs()
             ));
         }
-        self.removed_feeds.insert(cf.to_string(), checkpoint);
-        Ok(done)
+        checkpoint
     }
 
     /// Carries out a user's operation (see [`operation`]).

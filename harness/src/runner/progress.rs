@@ -16,6 +16,8 @@ pub struct RunOptions {
     /// Re-execute a recorded run: its role targets resolve to the nodes
     /// they resolved to then.
     pub replay: Option<Replay>,
+    /// A bug switch on in every node (the mutant matrix; the mutants image).
+    pub mutant: Option<String>,
 }
 
 /// What a replay takes from the recorded run (`chaos run --dir RUN_DIR`).
@@ -48,6 +50,7 @@ impl Default for RunOptions {
             progress: Progress::Lines,
             mode: RunMode::Early,
             replay: None,
+            mutant: None,
         }
     }
 }

@@ -33,6 +33,9 @@ pub(crate) struct RawHeader {
     changefeeds: Vec<Spanned<RawChangefeed>>,
     expect: Spanned<RawExpect>,
     deadlines: Spanned<RawDeadlines>,
+    /// The mutants this scenario claims to catch (the mutant matrix).
+    #[serde(default)]
+    catches: Vec<Spanned<String>>,
     /// The `[[step]]` tables, only checked to be an array here: the timeline
     /// reads them from the spanned tree.
     #[serde(default, rename = "step")]
@@ -98,6 +101,7 @@ pub(crate) struct Header {
     pub expect: BTreeMap<Profile, Expected>,
     pub failing_checkers: Vec<String>,
     pub deadlines: Deadlines,
+    pub catches: Vec<String>,
 }
 
 /// Checks the header; `doc` is the whole spanned file (for the keys of
@@ -253,6 +257,30 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         );
     }
 
+    // catches: bug switches, or a profile minus one predicate.
+    let known = crate::mutants::names();
+    let mut catches = Vec::new();
+    for c in &raw.catches {
+        let name = c.get_ref();
+        if !known.iter().any(|k| k == name) {
+            errors.add(
+                c.span().start,
+                format!("unknown mutant `{name}` in catches"),
+                format!(
+                    "name a bug switch or a profile minus one predicate: {}",
+                    known.join(", ")
+                ),
+            );
+        } else if catches.contains(name) {
+            errors.add(
+                c.span().start,
+                format!("mutant `{name}` is claimed twice"),
+                "name each mutant once",
+            );
+        }
+        catches.push(name.clone());
+    }
+
     // deadlines
     let rd = raw.deadlines.into_inner();
     for (what, d) in [("run", &rd.run), ("recover", &rd.recover)] {
@@ -286,6 +314,7 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         expect,
         failing_checkers,
         deadlines,
+        catches,
     }
 }
 

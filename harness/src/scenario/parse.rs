@@ -58,6 +58,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
         expect: header.expect,
         failing_checkers: header.failing_checkers,
         deadlines: header.deadlines,
+        catches: header.catches,
         heal_at_end: header.heal_at_end,
         steps,
     })
@@ -308,6 +309,35 @@ action = "stop_workload"
     }
 
     #[test]
+    fn catches_names_known_mutants_only() {
+        let with = |list: &str| {
+            let text = HEAD.replace(
+                "description = \"test\"\n",
+                &format!("description = \"test\"\ncatches = {list}\n"),
+            );
+            parse_str(
+                Path::new("t.toml"),
+                &format!("{text}\n[[step]]\naction = \"start_workload\"\n"),
+            )
+        };
+        let s = with("[\"sink-keeps-queue\", \"hardened-without-epochs-checked\"]").expect("valid");
+        assert_eq!(
+            s.catches,
+            vec!["sink-keeps-queue", "hardened-without-epochs-checked"]
+        );
+        let e = with("[\"nope\"]").expect_err("unknown").0;
+        assert!(
+            e[0].message.contains("unknown mutant `nope`")
+                && e[0].hint.contains("sink-keeps-queue"),
+            "{e:?}"
+        );
+        let e = with("[\"sink-keeps-queue\", \"sink-keeps-queue\"]")
+            .expect_err("twice")
+            .0;
+        assert!(e[0].message.contains("claimed twice"), "{e:?}");
+    }
+
+    #[test]
     fn operations_in_order_are_accepted() {
         let s = parse(
             "[[step]]\naction = \"add_node\"\n[[step]]\naction = \"move_changefeed\"\nchangefeed = \"cf1\"\ntarget = \"node:4\"\n[[step]]\naction = \"remove_node\"\ntarget = \"node:1\"\n[[step]]\naction = \"remove_changefeed\"\nchangefeed = \"cf1\"\n[[step]]\naction = \"create_changefeed\"\nchangefeed = \"cf1\"\n",
@@ -350,7 +380,7 @@ action = "stop_workload"
                 "profiles = [\"pre-fix\", \"fix\"]",
                 "profiles = [\"pre-fix\", \"fixed\"]",
             ),
-            "unknown variant `fixed`",
+            "unknown profile \"fixed\"",
         );
         has(
             bad("profiles = [\"pre-fix\", \"fix\"]", "profiles = [\"fix\"]"),

@@ -31,6 +31,16 @@ pub struct SimRequest {
     pub export: Option<PathBuf>,
     /// Only the seeds of this shard (`crate::shard`, scenario `swarm`).
     pub shard: Option<crate::shard::Shard>,
+    /// The bug switch on in every simulated node (a `mutants` build).
+    pub mutant: Option<cdc_system::mutant::Mutant>,
+}
+
+/// The plan of `seed` under `req` (its profile and mutant).
+pub fn plan_of(req: &SimRequest, seed: u64) -> Plan {
+    Plan {
+        mutant: req.mutant,
+        ..Plan::generate(seed, req.profile)
+    }
 }
 
 /// `A..B` (B exclusive) or a single seed `A`.
@@ -101,7 +111,7 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
                 }) {
                     continue;
                 }
-                let plan = Plan::generate(seed, req.profile);
+                let plan = plan_of(req, seed);
                 let o = swarm::run(&plan);
                 runs.fetch_add(1, Ordering::Relaxed);
                 events.fetch_add(o.events, Ordering::Relaxed);
@@ -164,7 +174,7 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
             first.after.as_secs_f64(),
             first.finding.detail
         );
-        let plan = Plan::generate(first.seed, req.profile);
+        let plan = plan_of(req, first.seed);
         let shrunk = swarm::shrink(&plan, sig, req.shrink_runs);
         println!(
             "  shrunk from {} to {} fault(s):\n{}",

@@ -47,6 +47,10 @@ struct Args {
     /// Serve the `/debug/failpoints` routes (the chaos harness sets it).
     #[arg(long, env = "CDC_ENABLE_FAILPOINTS")]
     enable_failpoints: bool,
+    /// Turn on one bug switch of the mutant matrix (a build with the
+    /// `mutants` feature only; this one refuses it otherwise).
+    #[arg(long, env = "CDC_MUTANT")]
+    mutant: Option<String>,
     #[command(flatten)]
     settings: NodeSettings,
 }
@@ -65,6 +69,18 @@ async fn main() -> anyhow::Result<()> {
     if let Err(e) = a.settings.check() {
         anyhow::bail!("cdc-server: {e}");
     }
+    let mutant = match a.mutant.as_deref().map(cdc_system::mutant::Mutant::parse) {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => anyhow::bail!("cdc-server: --mutant: {e}"),
+    };
+    // One node per process: the `fail` crate's registry is this node's.
+    let faults = Faults::fail_crate()
+        .with_mutant(mutant)
+        .map_err(|e| anyhow::anyhow!("cdc-server: --mutant: {e}"))?;
+    if let Some(m) = mutant {
+        tracing::warn!(mutant = m.name(), "a bug switch is on: {}", m.info().bug);
+    }
     let profile = a.settings.profile;
     let opts = ApiOptions {
         enable_failpoints: a.enable_failpoints,
@@ -79,8 +95,7 @@ async fn main() -> anyhow::Result<()> {
         upstream: a.upstream,
         kafka_override: a.kafka_override,
         settings: a.settings,
-        // One node per process: the `fail` crate's registry is this node's.
-        faults: Faults::fail_crate(),
+        faults,
     };
     let (handle, mut node) = server::start(cfg).await?;
     let commands = handle.commands.clone();

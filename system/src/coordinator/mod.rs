@@ -26,6 +26,7 @@ use backoff::Backoff;
 use operator::{OpKind, Operator};
 
 use crate::failpoint::{Failpoint, Faults};
+use crate::mutant::Mutant;
 
 /// Timing of the coordinator (TiCDC defaults, all overridable).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -704,15 +705,24 @@ impl Coordinator {
         }
         c.last_report_ms = now;
         let replicating = matches!(c.scheduling, Scheduling::Replicating { .. });
-        let regressed = s.checkpoint_ts < c.info.checkpoint_ts;
+        let lower_taken = self.faults.mutant(Mutant::CoordinatorTakesLowerCheckpoint);
+        let regressed = s.checkpoint_ts < c.info.checkpoint_ts && !lower_taken;
         if regressed && !profile.errors_survive_checkpoint_regression() {
             return; // F7: the whole report is dropped
         }
+        let frozen = self.faults.mutant(Mutant::CanaryFrozenCheckpoint);
         if !regressed
-            && s.checkpoint_ts > c.info.checkpoint_ts
+            && (s.checkpoint_ts > c.info.checkpoint_ts || lower_taken)
+            && !frozen
             && !self.faults.hit(Failpoint::DontUpdateCheckpoint)
         {
-            c.info.checkpoint_ts = s.checkpoint_ts;
+            // The mutant runs 2 s (of physical TSO time) ahead of its maintainer.
+            let ahead = if self.faults.mutant(Mutant::CheckpointAhead) {
+                crate::tso::compose(2_000, 0)
+            } else {
+                0
+            };
+            c.info.checkpoint_ts = s.checkpoint_ts + ahead;
             c.last_progress_ms = now;
             if c.info.state == FeedState::Warning && s.errors.is_empty() && s.bootstrap_done {
                 c.info.state = FeedState::Normal;
@@ -838,9 +848,11 @@ impl Coordinator {
                     c.scheduling = Scheduling::Absent { retry_at_ms: now };
                 }
             }
+            let keeps = self.faults.mutant(Mutant::CoordinatorKeepsDepartedNodes);
             for c in self.feeds.values_mut() {
                 if c.bound_node() == Some(&g)
                     && matches!(c.scheduling, Scheduling::Replicating { .. })
+                    && !keeps
                 {
                     c.scheduling = Scheduling::Absent { retry_at_ms: now };
                 }
@@ -919,10 +931,15 @@ impl Coordinator {
     }
 
     fn schedule(&mut self, now: u64) {
+        let never_retries = self.faults.mutant(Mutant::CoordinatorNeverRetries);
         let due: Vec<ChangefeedId> = self
             .feeds
             .values()
             .filter(|c| matches!(c.scheduling, Scheduling::Absent { retry_at_ms } if retry_at_ms <= now))
+            .filter(|c| {
+                // The mutant never retries a changefeed in warning.
+                !(never_retries && c.info.state == FeedState::Warning)
+            })
             .filter(|c| !self.operators.contains_key(&c.info.id))
             .map(|c| c.info.id.clone())
             .collect();

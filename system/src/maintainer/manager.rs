@@ -9,6 +9,7 @@
 //! remove of an absent maintainer creates a removal-only maintainer (F1).
 
 use crate::failpoint::{Failpoint, Faults};
+use crate::mutant::Mutant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Maintainer;
@@ -133,6 +134,7 @@ impl MaintainerManager {
                     }
                 }
                 let mut m = Maintainer::new(&changefeed, epoch, checkpoint_ts, config, now);
+                m.max_watermark = self.faults.mutant(Mutant::MaintainerMaxWatermark);
                 if self.faults.hit(Failpoint::NewChangefeedRetryError) {
                     m.errors.push(crate::messages::RunningError {
                         node: self.node.clone(),
@@ -155,6 +157,13 @@ impl MaintainerManager {
                 }
                 let alive = self.alive.clone();
                 match self.maintainers.get_mut(&changefeed) {
+                    // The mutant: a plain remove (a move's origin) is answered
+                    // `Stopped` while the maintainer keeps running.
+                    Some(m) if !cascade && self.faults.mutant(Mutant::ManagerIgnoresRemove) => {
+                        let mut st = m.status();
+                        st.state = ComponentState::Stopped;
+                        self.synthetic.push(st);
+                    }
                     Some(m) => {
                         let out = m.on_remove(profile, epoch, cascade, &alive, now);
                         self.send_all(out);

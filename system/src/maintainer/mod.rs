@@ -60,6 +60,10 @@ pub struct Maintainer {
     pub errors: Vec<RunningError>,
     #[serde(skip)]
     pub status_changed: bool,
+    /// Bug switch `maintainer-max-watermark` (mutants builds only): the
+    /// checkpoint follows the fastest node instead of the slowest.
+    #[serde(skip)]
+    pub max_watermark: bool,
 }
 
 /// What a maintainer wants sent: (to, message).
@@ -90,6 +94,7 @@ impl Maintainer {
             removing: None,
             errors: Vec::new(),
             status_changed: true,
+            max_watermark: false,
         }
     }
 
@@ -427,7 +432,14 @@ impl Maintainer {
         }
         self.watermarks.retain(|n, _| alive.contains(n));
         if !self.watermarks.is_empty() && self.watermarks.values().all(|w| w.is_some()) {
-            let min = self.watermarks.values().map(|w| w.unwrap()).min().unwrap();
+            let ws = self.watermarks.values().map(|w| w.unwrap());
+            // The mutant takes the maximum: the checkpoint passes what a
+            // slow node has written.
+            let min = if self.max_watermark {
+                ws.max().unwrap()
+            } else {
+                ws.min().unwrap()
+            };
             if min > self.checkpoint_ts {
                 self.checkpoint_ts = min;
             }

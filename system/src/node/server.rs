@@ -647,6 +647,9 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
             .then(|| membership.valid_until()),
     };
     let fenced_until = handle.fenced_until.clone();
+    // Bug switch `session-loss-ignored` (mutants builds only): the node keeps
+    // acting, and coordinating, after its session is gone.
+    let session_ignored = cfg.faults.mutant(crate::mutant::Mutant::SessionLossIgnored);
     let mut session_lost = membership.session_lost();
     let tick_every = s.tick();
     let mut node = NodeLoop {
@@ -683,7 +686,9 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                 };
                 // The fence's timer wakes the loop when the session may
                 // have run out with nothing else to do.
-                let fence_in = until().map(|u| Duration::from_millis(u.saturating_sub(now)));
+                let fence_in = until()
+                    .filter(|_| !session_ignored)
+                    .map(|u| Duration::from_millis(u.saturating_sub(now)));
                 let event = tokio::select! {
                     _ = tokio::time::sleep(fence_in.unwrap_or_default()), if fence_in.is_some() => Event::Fence,
                     Some(e) = inbox.recv() => Event::Envelope(e),
@@ -696,11 +701,16 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                 // A fenced node handles nothing once its session may have
                 // run out (e.g. it was frozen past it): it stops first.
                 let now = now_ms();
-                if until().is_some_and(|u| now >= u) {
+                if until().is_some_and(|u| now >= u) && !session_ignored {
                     break Exit::SessionLost;
                 }
                 let exit = match event {
                     Event::Fence => None,
+                    Event::SessionLost(_) | Event::Election(ElectionEvent::Deposed)
+                        if session_ignored =>
+                    {
+                        None
+                    }
                     Event::Envelope(e) => {
                         node.on_envelope(now, e);
                         None
