@@ -1,16 +1,20 @@
-//! `make bench`: throughput of the data plane next to a raw rdkafka producer.
+//! `make bench`: throughput of the data plane next to a raw rdkafka producer,
+//! with and without fenced writes (profile `hardened`: a transactional
+//! producer per table, a change counts once its transaction committed).
 //!
 //! One run, one broker (the real Kafka container, through its direct
 //! listener so Toxiproxy is not measured):
 //! 1. preload the upstream (in-process, in-memory log) with N rows over 4 tables;
 //! 2. data plane: one changefeed (a dispatcher manager, 4 dispatchers) from
-//!    ts 0 until its checkpoint passes the last commit: rows/s commit -> ack;
+//!    ts 0 until its checkpoint passes the last commit: rows/s commit -> ack,
+//!    once with the shared producer and once fenced (each on its own topic);
 //! 3. raw producer: the same canal-json messages, keys and partitions, sent
 //!    by a bare FutureProducer with the sink's settings: rows/s;
 //! 4. checkpoint lag (now - checkpoint, ms) sampled every 100 ms while a
-//!    steady workload runs: p50 / p99.
+//!    steady workload runs: p50 / p99, shared and then fenced.
 //!
-//! Results print as a table and go to reports/out/bench-data-plane.json.
+//! Results print as a table (with the fenced / shared ratios) and go to
+//! reports/out/bench-data-plane.json.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +22,7 @@ use cdc_system::dispatcher_manager::{DispatcherManager, ManagerConfig};
 use cdc_system::proto::{ReadChangesRequest, TableName, WorkloadSpec};
 use cdc_system::sink::canal_json;
 use cdc_system::sink::kafka::partition_of;
+use cdc_system::sink::WriteMode;
 use cdc_system::upstream::service::Server;
 use cdc_system::upstream::store::Store;
 use cdc_system::upstream::{table, table_str};
@@ -45,6 +50,7 @@ async fn manager(
     topic: &str,
     tables: &[TableName],
     start: u64,
+    write_mode: WriteMode,
 ) -> std::sync::Arc<DispatcherManager> {
     let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let cfg = ManagerConfig {
@@ -57,6 +63,7 @@ async fn manager(
         upstream: up.endpoint(),
         error_report_interval: Duration::from_secs(5),
         dispatcher: Default::default(),
+        write_mode,
     };
     let m = DispatcherManager::new(cfg, tx).await.expect("manager");
     for t in tables {
@@ -65,6 +72,14 @@ async fn manager(
     // Keep the error receiver alive for the manager's lifetime.
     std::mem::forget(_rx);
     m
+}
+
+fn mode_name(m: WriteMode) -> &'static str {
+    if m.is_fenced() {
+        "fenced: a transactional producer per table"
+    } else {
+        "shared producer"
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -115,18 +130,28 @@ async fn main() -> anyhow::Result<()> {
     let rows = st.rows as usize;
     let last_commit = st.last_commit_ts;
 
-    // 2. Data plane.
-    println!("==> data plane: one changefeed, 4 dispatchers, {rows} rows");
-    let t = Instant::now();
-    let m = manager(&c, &up, "bench-cdc", &tables, 0).await;
-    while m.watermark().map(|w| w.checkpoint_ts).unwrap_or(0) < last_commit {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // 2. Data plane, shared and fenced.
+    let mut dp = Vec::new();
+    for (mode, topic) in [
+        (WriteMode::Shared, "bench-cdc"),
+        (WriteMode::fenced_if(true), "bench-cdc-fenced"),
+    ] {
+        println!(
+            "==> data plane ({}): one changefeed, 4 dispatchers, {rows} rows",
+            mode_name(mode)
+        );
+        let t = Instant::now();
+        let m = manager(&c, &up, topic, &tables, 0, mode).await;
+        while m.watermark().map(|w| w.checkpoint_ts).unwrap_or(0) < last_commit {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        dp.push((rows as f64 / secs, secs));
+        while !m.try_close() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    let dp_secs = t.elapsed().as_secs_f64();
-    let dp_rate = rows as f64 / dp_secs;
-    while !m.try_close() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let [(dp_rate, dp_secs), (fenced_rate, fenced_secs)] = [dp[0], dp[1]];
 
     // 3. Raw producer with the same messages.
     let mut messages = Vec::with_capacity(rows);
@@ -200,41 +225,59 @@ async fn main() -> anyhow::Result<()> {
     let raw_secs = t.elapsed().as_secs_f64();
     let raw_rate = messages.len() as f64 / raw_secs;
 
-    // 4. Checkpoint lag under a steady load.
-    println!("==> checkpoint lag: {lag_rate} rows/s for {lag_secs} s");
-    let start = store.next_ts()?;
-    let m = manager(&c, &up, "bench-lag", &tables, start).await;
-    client
-        .start_workload(WorkloadSpec {
-            rate: lag_rate as f64 / rows_per_txn as f64,
-            tables: tables.clone(),
-            key_space: 50_000,
-            update_ratio: 0.4,
-            delete_ratio: 0.1,
-            rows_per_txn,
-            seed: 2,
-        })
-        .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await; // warm-up
-    let mut lags = Vec::new();
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(lag_secs as u64) {
-        let now = store.next_ts()?;
-        let cp = m.watermark().map(|w| w.checkpoint_ts).unwrap_or(0);
-        lags.push(
-            cdc_system::tso::physical_ms(now).saturating_sub(cdc_system::tso::physical_ms(cp)),
+    // 4. Checkpoint lag under a steady load, shared and fenced.
+    let mut lag = Vec::new();
+    let mut rows_before = st.rows;
+    for (mode, topic, seed) in [
+        (WriteMode::Shared, "bench-lag", 2),
+        (WriteMode::fenced_if(true), "bench-lag-fenced", 3),
+    ] {
+        println!(
+            "==> checkpoint lag ({}): {lag_rate} rows/s for {lag_secs} s",
+            mode_name(mode)
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = store.next_ts()?;
+        let m = manager(&c, &up, topic, &tables, start, mode).await;
+        client
+            .start_workload(WorkloadSpec {
+                rate: lag_rate as f64 / rows_per_txn as f64,
+                tables: tables.clone(),
+                key_space: 50_000,
+                update_ratio: 0.4,
+                delete_ratio: 0.1,
+                rows_per_txn,
+                seed,
+            })
+            .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await; // warm-up
+        let mut lags = Vec::new();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(lag_secs as u64) {
+            let now = store.next_ts()?;
+            let cp = m.watermark().map(|w| w.checkpoint_ts).unwrap_or(0);
+            lags.push(
+                cdc_system::tso::physical_ms(now).saturating_sub(cdc_system::tso::physical_ms(cp)),
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let status = client
+            .stop_workload(cdc_system::proto::StopWorkloadRequest {})
+            .await?
+            .into_inner();
+        lags.sort_unstable();
+        // Workload counters accumulate across starts: this phase's own rows.
+        lag.push((
+            percentile(&lags, 0.5),
+            percentile(&lags, 0.99),
+            lags.len(),
+            status.rows - rows_before,
+        ));
+        rows_before = status.rows;
+        while !m.try_close() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    let lag_status = client
-        .stop_workload(cdc_system::proto::StopWorkloadRequest {})
-        .await?
-        .into_inner();
-    lags.sort_unstable();
-    let (p50, p99) = (percentile(&lags, 0.5), percentile(&lags, 0.99));
-    while !m.try_close() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let [(p50, p99, samples, lag_rows), (f_p50, f_p99, f_samples, f_lag_rows)] = [lag[0], lag[1]];
 
     println!();
     println!("| measure | value |");
@@ -245,16 +288,30 @@ async fn main() -> anyhow::Result<()> {
         tables.len()
     );
     println!("| data plane (commit -> Kafka ack, checkpoint passed) | {dp_rate:.0} rows/s ({dp_secs:.2} s) |");
+    println!("| data plane fenced (commit -> transaction committed, checkpoint passed) | {fenced_rate:.0} rows/s ({fenced_secs:.2} s) |");
     println!("| raw rdkafka producer, same messages | {raw_rate:.0} rows/s ({raw_secs:.2} s) |");
     println!("| ratio data plane / raw | {:.2} |", dp_rate / raw_rate);
-    // Workload counters accumulate across starts: the lag phase's own rows.
-    let lag_rows = lag_status.rows - st.rows;
-    println!("| checkpoint lag at {lag_rate} rows/s ({lag_rows} rows) | p50 {p50} ms, p99 {p99} ms ({} samples) |", lags.len());
+    println!(
+        "| ratio fenced / shared, throughput | {:.2} |",
+        fenced_rate / dp_rate
+    );
+    println!("| checkpoint lag at {lag_rate} rows/s ({lag_rows} rows) | p50 {p50} ms, p99 {p99} ms ({samples} samples) |");
+    println!("| checkpoint lag fenced at {lag_rate} rows/s ({f_lag_rows} rows) | p50 {f_p50} ms, p99 {f_p99} ms ({f_samples} samples) |");
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    println!(
+        "| ratio fenced / shared, checkpoint lag | p50 {:.2}, p99 {:.2} |",
+        ratio(f_p50, p50),
+        ratio(f_p99, p99)
+    );
     let out = serde_json::json!({
         "rows": rows, "tables": tables.iter().map(table_str).collect::<Vec<_>>(),
         "data_plane_rows_per_sec": dp_rate, "data_plane_secs": dp_secs,
+        "fenced_rows_per_sec": fenced_rate, "fenced_secs": fenced_secs,
         "raw_rows_per_sec": raw_rate, "raw_secs": raw_secs, "ratio": dp_rate / raw_rate,
-        "lag_rows_per_sec": lag_rate, "lag_p50_ms": p50, "lag_p99_ms": p99, "lag_samples": lags.len(),
+        "fenced_over_shared_throughput": fenced_rate / dp_rate,
+        "lag_rows_per_sec": lag_rate, "lag_p50_ms": p50, "lag_p99_ms": p99, "lag_samples": samples,
+        "fenced_lag_p50_ms": f_p50, "fenced_lag_p99_ms": f_p99, "fenced_lag_samples": f_samples,
+        "fenced_over_shared_lag_p50": ratio(f_p50, p50), "fenced_over_shared_lag_p99": ratio(f_p99, p99),
         "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
     });
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/out");

@@ -2,6 +2,13 @@
 //! one link, metadata probes, and a consumer that reads a whole topic (used by
 //! readiness checks, the smoke scenario and the verifier).
 //!
+//! Every reader reads with `isolation.level=read_committed` (librdkafka's
+//! default, set explicitly so no reader depends on it): under fenced writes
+//! (profile `hardened`) a change is in the output only once its transaction
+//! committed, and a fenced writer's aborted batch must not count; on topics
+//! written without transactions every record counts as committed, so the
+//! setting changes nothing there.
+//!
 //! rdkafka calls that block run on tokio's blocking pool.
 
 use std::time::Duration;
@@ -11,6 +18,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
@@ -115,16 +123,36 @@ pub struct Record {
     pub timestamp_ms: Option<i64>,
 }
 
-/// Reads every record of `topic` from the beginning up to the high watermark
-/// of each partition as of the call, through `bootstrap`.
+/// How often a reader asks again whether open transactions ended.
+const DECIDED_POLL: Duration = Duration::from_millis(200);
+
+/// Reads every committed record of `topic` from the beginning up to the
+/// high watermark of each partition as of the call, through `bootstrap`,
+/// with `isolation.level=read_committed`. A transaction still open below
+/// that watermark (its last stable offset is lower) is waited for until
+/// it commits or aborts (a writer that stopped answering is aborted by the
+/// broker after its transaction timeout, or by the table's next writer);
+/// past `timeout` that is an error naming the partitions.
 pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Result<Vec<Record>> {
     let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
     tokio::task::spawn_blocking(move || -> Result<Vec<Record>> {
+        let deadline = std::time::Instant::now() + timeout;
         let consumer: BaseConsumer = base_config(&bootstrap)
             .set("group.id", "cdc-chaos-reader")
             .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            // The end of a partition is its last stable offset: a partition
+            // whose last records are transaction markers or aborted has no
+            // record at `high - 1` to recognize the end by.
+            .set("enable.partition.eof", "true")
             .create()
             .with_context(|| format!("creating a consumer on {bootstrap}"))?;
+        // Reads the high watermark: ListOffsets read_uncommitted
+        // (librdkafka's default is read_committed, the last stable offset).
+        let watermarks: BaseConsumer = base_config(&bootstrap)
+            .set("isolation.level", "read_uncommitted")
+            .create()
+            .with_context(|| format!("creating a metadata client on {bootstrap}"))?;
         let md = consumer
             .fetch_metadata(Some(&topic), timeout)
             .with_context(|| format!("fetching metadata of {topic}"))?;
@@ -136,7 +164,7 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
         let mut tpl = TopicPartitionList::new();
         let mut remaining = std::collections::BTreeMap::new();
         for p in mt.partitions() {
-            let (low, high) = consumer
+            let (low, high) = watermarks
                 .fetch_watermarks(&topic, p.id(), timeout)
                 .with_context(|| format!("watermarks of {topic}/{}", p.id()))?;
             if high > low {
@@ -144,8 +172,30 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
             }
             tpl.add_partition_offset(&topic, p.id(), Offset::Beginning)?;
         }
+        // Wait until every transaction below the high watermarks ended: the
+        // last stable offset (ListOffsets read_committed) reaches them.
+        loop {
+            let mut open = Vec::new();
+            for (&p, &high) in &remaining {
+                let (_, stable) = consumer
+                    .fetch_watermarks(&topic, p, timeout)
+                    .with_context(|| format!("last stable offset of {topic}/{p}"))?;
+                if stable < high {
+                    open.push(format!("{p} (stable {stable} < high {high})"));
+                }
+            }
+            if open.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() + DECIDED_POLL > deadline {
+                bail!(
+                    "reading {topic}: partitions {} still hold an open transaction after {timeout:?}; a writer left it open and neither the broker (transaction timeout) nor the table's next writer aborted it",
+                    open.join(", ")
+                );
+            }
+            std::thread::sleep(DECIDED_POLL);
+        }
         consumer.assign(&tpl)?;
-        let deadline = std::time::Instant::now() + timeout;
         let mut out = Vec::new();
         while !remaining.is_empty() {
             if std::time::Instant::now() > deadline {
@@ -153,6 +203,11 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
             }
             match consumer.poll(Duration::from_millis(200)) {
                 None => {}
+                // The last stable offset is at or past `high` (checked
+                // above; it never goes back): everything below was read.
+                Some(Err(KafkaError::PartitionEOF(p))) => {
+                    remaining.remove(&p);
+                }
                 Some(Err(e)) => return Err(e).context("polling"),
                 Some(Ok(m)) => {
                     let p = m.partition();

@@ -5,15 +5,22 @@
 //! toxic is removed and the manager is rebuilt from its last checkpoint, the
 //! verifier finds nothing missing and nothing reordered. Then the upstream
 //! restarts and its change log must read back identically.
+//!
+//! Fenced writes on the real broker (issue 18): a writer whose table's
+//! transactional.id was taken over by a newer writer cannot make its late
+//! batch visible to a read_committed reader; without transactions the same
+//! steps leave the late change after the newer writer's change of its key.
 
 use std::time::{Duration, Instant};
 
 use cdc_system::dispatcher_manager::{DispatcherManager, ManagerConfig, RunningError};
 use cdc_system::proto::upstream_client::UpstreamClient;
+use cdc_system::proto::{ChangeType, RowChange};
 use cdc_system::proto::{
     GetTsRequest, ReadChangesRequest, StopWorkloadRequest, TableName, WorkloadSpec,
 };
-use cdc_system::upstream::table;
+use cdc_system::sink::{KafkaSink, SinkError, SinkUri, TxnBatching, WriteMode};
+use cdc_system::upstream::{col, int, string, table};
 use harness::cluster::{Cluster, ClusterSpec, KafkaLinkSpec};
 use harness::toxiproxy::{Toxic, ToxicKind};
 
@@ -36,6 +43,7 @@ async fn manager(
         upstream: c.upstream_endpoint().unwrap().to_string(),
         error_report_interval: Duration::from_secs(5),
         dispatcher: Default::default(),
+        write_mode: cdc_system::sink::WriteMode::Shared,
     };
     let m = DispatcherManager::new(cfg, errors).await.expect("manager");
     for t in tables() {
@@ -221,4 +229,141 @@ async fn a_kafka_timeout_surfaces_the_seed_error_and_a_rebuild_loses_nothing() {
         c.shutdown().await.unwrap(),
         harness::docker::Removed::default()
     );
+}
+
+fn change(id: i64, commit_ts: u64) -> RowChange {
+    RowChange {
+        table: Some(table("db", "t")),
+        r#type: ChangeType::Update as i32,
+        start_ts: commit_ts - 1,
+        commit_ts,
+        keys: vec![col("id", int(id))],
+        columns: vec![col("id", int(id)), col("v", string(format!("{commit_ts}")))],
+        old_columns: vec![],
+    }
+}
+
+/// What the zombie steps leave: A's three results and what a
+/// read_committed reader sees (`key`, commit ts) in partition/offset order.
+struct Zombie {
+    a: Vec<Result<(), SinkError>>,
+    read: Vec<(String, u64)>,
+}
+
+/// Writer A holds key 1 and 2 at ts 100 and 101 (not committed: its batch
+/// only commits when asked); writer B of the same changefeed and table
+/// starts, writes ts 100, 101 and key 1 at ts 200, and commits; then A
+/// sends key 1 at ts 102 and commits.
+async fn zombie(c: &Cluster, topic: &str, mode: WriteMode) -> Zombie {
+    harness::kafka::create_topic(c.verifier_bootstrap(), topic, 3)
+        .await
+        .unwrap();
+    let uri = SinkUri::parse(&format!(
+        "kafka://{}/{topic}?protocol=canal-json&partition-num=3&write-timeout=5s",
+        c.verifier_bootstrap()
+    ))
+    .unwrap();
+    let t = table("db", "t");
+    let a = KafkaSink::new("cf-zombie", &uri, mode).await.unwrap();
+    a.open_table(&t).await.unwrap();
+    let a1 = a.send(&change(1, 100)).await.unwrap();
+    let a2 = a.send(&change(2, 101)).await.unwrap();
+    // Let librdkafka put A's two changes on the broker, in A's transaction.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let b = KafkaSink::new("cf-zombie", &uri, mode).await.unwrap();
+    b.open_table(&t).await.unwrap();
+    let mut b_sent = Vec::new();
+    for (id, ts) in [(1, 100), (2, 101), (1, 200)] {
+        b_sent.push(b.send(&change(id, ts)).await.unwrap());
+    }
+    b.flush_table("db.t");
+    for r in futures::future::join_all(b_sent).await {
+        r.expect("B's changes commit");
+    }
+
+    let a3 = match a.send(&change(1, 102)).await {
+        Ok(d) => d,
+        Err(e) => Box::pin(async move { Err(e) }),
+    };
+    a.flush_table("db.t");
+    let a_done = futures::future::join_all([a1, a2, a3]).await;
+    a.close(Duration::from_secs(5)).await;
+    b.close(Duration::from_secs(5)).await;
+    let records =
+        harness::kafka::read_topic(c.verifier_bootstrap(), topic, Duration::from_secs(60))
+            .await
+            .unwrap();
+    let read = records
+        .iter()
+        .map(|r| {
+            let m = cdc_system::sink::canal_json::decode(r.payload.as_deref().unwrap()).unwrap();
+            (m.key_string(), m.commit_ts().unwrap())
+        })
+        .collect();
+    Zombie { a: a_done, read }
+}
+
+/// A change read after a later change of its key (duplicates allowed).
+fn late(read: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut newest = std::collections::BTreeMap::new();
+    let mut once = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (k, ts) in read {
+        if !once.insert((k.clone(), *ts)) {
+            continue;
+        }
+        match newest.get(k) {
+            Some(&n) if *ts < n => out.push((k.clone(), *ts)),
+            _ => {
+                newest.insert(k.clone(), *ts);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_writers_late_batch_never_becomes_visible_on_kafka() {
+    harness::init_tracing();
+    let c = Cluster::start(ClusterSpec::default())
+        .await
+        .expect("cluster");
+    let batching = TxnBatching {
+        max_messages: 10_000,
+        max_interval: Duration::from_secs(3600),
+    };
+    let fenced = zombie(&c, "cdc-zombie-fenced", WriteMode::Fenced(batching)).await;
+    println!("fenced: A {:?}; read {:?}", fenced.a, fenced.read);
+    for r in &fenced.a {
+        match r {
+            Err(
+                e @ SinkError::Transaction {
+                    fenced: true,
+                    transactional_id,
+                    ..
+                },
+            ) => {
+                assert_eq!(transactional_id, "cdc-cf%2Dzombie-db.t", "{e}");
+            }
+            other => panic!("A's change must fail as fenced: {other:?}"),
+        }
+    }
+    let mut read = fenced.read.clone();
+    read.sort();
+    let mut want: Vec<(String, u64)> = [(1, 100), (2, 101), (1, 200)]
+        .iter()
+        .map(|(k, ts)| (format!("id={k}"), *ts))
+        .collect();
+    want.sort();
+    assert_eq!(read, want, "a read_committed reader sees B's changes only");
+    assert!(late(&fenced.read).is_empty());
+
+    // The negative fixture: no transactions, and A's late change is read
+    // after B's newer change of id=1.
+    let plain = zombie(&c, "cdc-zombie-plain", WriteMode::Shared).await;
+    println!("plain: A {:?}; read {:?}", plain.a, plain.read);
+    assert!(plain.a.iter().all(|r| r.is_ok()));
+    assert_eq!(late(&plain.read), vec![("id=1".to_string(), 102)]);
+    c.shutdown().await.unwrap();
 }

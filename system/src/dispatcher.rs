@@ -8,6 +8,10 @@
 //! checkpoint = min(resolved_ts, oldest un-acked commit ts - 1)   (never moves back)
 //! ```
 //!
+//! Under fenced writes (profile `hardened`) "acknowledged" means "its
+//! transaction committed", and every resolved ts asks the table's writer to
+//! commit (see [`crate::sink::txn`]).
+//!
 //! A broken change stream is re-subscribed from the checkpoint (changes
 //! already sent are skipped by commit ts; re-sends are possible duplicates,
 //! never gaps). A sink failure stops the dispatcher in state `Failed`; the
@@ -197,6 +201,7 @@ async fn run(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut cp = CheckpointTracker::new(start_ts);
+    let table_key = table_str(&table);
     let mut in_flight: FuturesUnordered<
         futures::future::BoxFuture<'static, (u64, Result<(), crate::sink::SinkError>)>,
     > = FuturesUnordered::new();
@@ -277,6 +282,9 @@ async fn run(
                     }
                     Some(Event::ResolvedTs(ts)) => {
                         cp.resolved(ts);
+                        // Under fenced writes the changes below `ts` count
+                        // once their transaction committed: commit now.
+                        sink.flush_table(&table_key);
                         publish(&cp, &|_| {});
                     }
                     None => {}

@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::dispatcher::{Dispatcher, DispatcherConfig, DispatcherState, DispatcherStatus};
 use crate::proto::upstream_client::UpstreamClient;
 use crate::proto::{ListTablesRequest, TableName};
-use crate::sink::{KafkaSink, SinkError, SinkUri};
+use crate::sink::{KafkaSink, SinkError, SinkUri, WriteMode};
 use crate::upstream::table_str;
 
 #[derive(Debug, Clone)]
@@ -38,6 +38,9 @@ pub struct ManagerConfig {
     /// How often the first error is re-reported (TiCDC: 5 s).
     pub error_report_interval: Duration,
     pub dispatcher: DispatcherConfig,
+    /// One shared producer, or one transactional producer per table
+    /// (`WriteMode::fenced_if(profile.sink_writes_fenced())`).
+    pub write_mode: WriteMode,
 }
 
 /// An error as it travels up to the maintainer and coordinator
@@ -92,6 +95,9 @@ pub struct DispatcherManager {
     topic: String,
     upstream: UpstreamClient<tonic::transport::Channel>,
     dispatchers: Mutex<BTreeMap<String, Dispatcher>>,
+    /// Tables whose dispatcher is being added: a second add of one waits
+    /// for nothing and is refused, so a table never gets two writers here.
+    adding: Mutex<std::collections::BTreeSet<String>>,
     next_id: AtomicU64,
     close: Arc<Mutex<CloseState>>,
     first_error: Arc<Mutex<Option<RunningError>>>,
@@ -115,7 +121,7 @@ impl DispatcherManager {
         errors: tokio::sync::mpsc::Sender<RunningError>,
     ) -> Result<Arc<Self>, ManagerError> {
         let uri = SinkUri::parse(&cfg.sink_uri)?;
-        let sink = Arc::new(KafkaSink::new(&cfg.changefeed, &uri).await?);
+        let sink = Arc::new(KafkaSink::new(&cfg.changefeed, &uri, cfg.write_mode).await?);
         let endpoint = tonic::transport::Endpoint::from_shared(cfg.upstream.clone())
             .map_err(|e| ManagerError::Upstream {
                 endpoint: cfg.upstream.clone(),
@@ -132,6 +138,7 @@ impl DispatcherManager {
             topic,
             upstream,
             dispatchers: Mutex::new(BTreeMap::new()),
+            adding: Mutex::new(std::collections::BTreeSet::new()),
             next_id: AtomicU64::new(1),
             close: Arc::new(Mutex::new(CloseState::Open)),
             first_error: Arc::new(Mutex::new(None)),
@@ -198,7 +205,8 @@ impl DispatcherManager {
         self.collect_error()
     }
 
-    /// Adds a dispatcher for `table` starting after `start_ts`.
+    /// Adds a dispatcher for `table` starting after `start_ts` (under
+    /// fenced writes, once the table's transactional producer is set up).
     pub async fn add_dispatcher(
         &self,
         table: TableName,
@@ -208,12 +216,25 @@ impl DispatcherManager {
             return Err(ManagerError::Closing(self.cfg.changefeed.clone()));
         }
         let key = table_str(&table);
-        if self.dispatchers.lock().unwrap().contains_key(&key) {
+        if self.dispatchers.lock().unwrap().contains_key(&key)
+            || !self.adding.lock().unwrap().insert(key.clone())
+        {
             return Err(ManagerError::DuplicateDispatcher {
                 changefeed: self.cfg.changefeed.clone(),
                 table: key,
             });
         }
+        let r = self.add_reserved(table, key.clone(), start_ts).await;
+        self.adding.lock().unwrap().remove(&key);
+        r
+    }
+
+    async fn add_reserved(
+        &self,
+        table: TableName,
+        key: String,
+        start_ts: u64,
+    ) -> Result<u64, ManagerError> {
         let tables = self
             .upstream
             .clone()
@@ -236,24 +257,44 @@ impl DispatcherManager {
             .clone()
             .ok_or_else(|| ManagerError::Closing(self.cfg.changefeed.clone()))?;
         sink.register_table(def);
+        sink.open_table(&table).await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let d = Dispatcher::spawn(
             id,
-            table,
+            table.clone(),
             start_ts,
             self.upstream.clone(),
-            sink,
+            sink.clone(),
             self.cfg.dispatcher.clone(),
         );
-        let mut ds = self.dispatchers.lock().unwrap();
-        if ds.contains_key(&key) {
-            return Err(ManagerError::DuplicateDispatcher {
-                changefeed: self.cfg.changefeed.clone(),
-                table: key,
-            });
+        // Checked under the dispatchers' lock: a close that starts after
+        // this check takes the dispatcher with the others; one that started
+        // before refuses it. A refused dispatcher is stopped, not leaked.
+        let (refused, d) = {
+            let mut ds = self.dispatchers.lock().unwrap();
+            let closing = *self.close.lock().unwrap() != CloseState::Open;
+            match ds.entry(key) {
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    let e = ManagerError::DuplicateDispatcher {
+                        changefeed: self.cfg.changefeed.clone(),
+                        table: e.key().clone(),
+                    };
+                    (e, d)
+                }
+                std::collections::btree_map::Entry::Vacant(_) if closing => {
+                    (ManagerError::Closing(self.cfg.changefeed.clone()), d)
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(d);
+                    return Ok(id);
+                }
+            }
+        };
+        d.stop().await;
+        if matches!(refused, ManagerError::Closing(_)) {
+            sink.close_table(&table, Duration::from_secs(1)).await;
         }
-        ds.insert(key, d);
-        Ok(id)
+        Err(refused)
     }
 
     pub async fn remove_dispatcher(
@@ -266,7 +307,12 @@ impl DispatcherManager {
             .unwrap()
             .remove(&table_str(table))
             .ok_or_else(|| ManagerError::NoDispatcher(table_str(table)))?;
-        Ok(d.stop().await)
+        let status = d.stop().await;
+        let sink = self.sink.lock().unwrap().clone();
+        if let Some(sink) = sink {
+            sink.close_table(table, Duration::from_secs(1)).await;
+        }
+        Ok(status)
     }
 
     /// Min checkpoint and min resolved over the dispatchers; `None` with none.

@@ -59,6 +59,8 @@ pub mod tso;
 pub mod upstream;
 
 #[cfg(test)]
+mod fencing_tests;
+#[cfg(test)]
 mod hardening_tests;
 #[cfg(test)]
 mod mock_tests;

@@ -116,6 +116,12 @@ pub enum Predicate {
     /// (found by `chaos explore`, a stale coordinator's checkpoint going
     /// back).
     NodeFencedBySession,
+    /// The data path fences writers: a transactional Kafka producer per
+    /// table (`transactional.id` = changefeed x table), a change counted once
+    /// its transaction committed; a table's new writer fences the old one
+    /// (issue 18: a node frozen past its session put what its producer held
+    /// into Kafka after the new owner's newer changes of the same keys).
+    SinkWritesFenced,
 }
 
 impl Predicate {
@@ -284,6 +290,23 @@ impl Profile {
         self.has(Predicate::NodeFencedBySession)
     }
 
+    /// The data path fences writers: each dispatcher writes through its own
+    /// transactional Kafka producer whose `transactional.id` names the
+    /// changefeed and the table (so it follows the table, not the node),
+    /// commits in batches, and counts a change as acknowledged only once its
+    /// transaction committed. A table's new writer fences the old one when
+    /// it starts: what the old writer left open is aborted and nothing it
+    /// sends later commits, so readers with `isolation.level=read_committed`
+    /// never see it. Before, a node frozen past its session while its Kafka
+    /// link was slow, whose tables had moved, put the changes its producer
+    /// still held into Kafka after the new owner's newer changes of the same
+    /// keys (issue 18: 105 per-key order violations under `hardened`).
+    /// Epochs in the control plane cannot stop bytes already inside
+    /// librdkafka.
+    pub fn sink_writes_fenced(self) -> bool {
+        self.has(Predicate::SinkWritesFenced)
+    }
+
     /// The level's name (`pre-fix`, `fix`, `hardened`); [`fmt::Display`]
     /// adds `-without-<predicate>`.
     pub fn as_str(self) -> &'static str {
@@ -375,6 +398,11 @@ mod tests {
                 && Profile::Hardened.removal_rechecks_on_membership()
         );
         assert_eq!(Profile::default(), Profile::Hardened);
+        assert!(
+            Profile::Hardened.sink_writes_fenced()
+                && !Profile::Fix.sink_writes_fenced()
+                && !Profile::PreFix.sink_writes_fenced()
+        );
     }
 
     #[test]

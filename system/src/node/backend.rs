@@ -10,6 +10,7 @@ use crate::dispatcher_manager::{self as dm, DispatcherManager, ManagerConfig};
 use crate::dispatcher_orchestrator::DispatcherBackend;
 use crate::messages::{ChangefeedConfig, NodeId, RunningError};
 use crate::proto::TableName;
+use crate::sink::WriteMode;
 
 struct Slot {
     manager: Option<Arc<DispatcherManager>>,
@@ -28,6 +29,8 @@ pub struct RealBackend {
     node: NodeId,
     upstream: String,
     kafka_override: Option<String>,
+    /// How every dispatcher manager's sink writes (fenced under `hardened`).
+    write_mode: WriteMode,
     slots: Arc<Mutex<HashMap<String, Slot>>>,
 }
 
@@ -53,11 +56,13 @@ pub fn parse_table(t: &str) -> Option<TableName> {
 }
 
 impl RealBackend {
-    pub fn new(node: &str, upstream: &str, kafka_override: Option<String>) -> Self {
+    /// `fenced` is the profile's [`crate::profile::Profile::sink_writes_fenced`].
+    pub fn new(node: &str, upstream: &str, kafka_override: Option<String>, fenced: bool) -> Self {
         RealBackend {
             node: node.into(),
             upstream: upstream.into(),
             kafka_override,
+            write_mode: WriteMode::fenced_if(fenced),
             slots: Arc::default(),
         }
     }
@@ -198,6 +203,7 @@ impl DispatcherBackend for RealBackend {
             upstream: self.upstream.clone(),
             error_report_interval: Duration::from_secs(5),
             dispatcher: Default::default(),
+            write_mode: self.write_mode,
         };
         let (slots_arc, cf, node) = (self.slots.clone(), cf.to_string(), self.node.clone());
         tokio::spawn(async move {

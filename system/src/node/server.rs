@@ -612,7 +612,12 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
     );
     let manager = MaintainerManager::new(id.clone(), s.profile, alive_ids(&initial))
         .with_faults(cfg.faults.clone());
-    let real = RealBackend::new(&id, &cfg.upstream, cfg.kafka_override.clone());
+    let real = RealBackend::new(
+        &id,
+        &cfg.upstream,
+        cfg.kafka_override.clone(),
+        s.profile.sink_writes_fenced(),
+    );
     // The orchestrator owns the backend; this handle reads it for the snapshot.
     let backend_views = real.views_handle();
     let orchestrator = DispatcherOrchestrator::new(id.clone(), s.profile, Box::new(real))

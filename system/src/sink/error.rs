@@ -1,9 +1,58 @@
 //! The sink's failures in TiCDC's shapes: [`SinkError`] and the event
-//! context ([`DmlInfo`]) an async send failure carries. A leaf: the producer
-//! ([`super::kafka`]) builds these, and [`super`] re-exports them.
+//! context ([`DmlInfo`]) an async send failure carries; [`SinkFailure`], the
+//! first error a sink keeps; and [`Delivery`], what a send resolves to. A
+//! leaf: the producers ([`super::kafka`], [`super::txn`]) build these, and
+//! [`super`] re-exports them.
+
+use std::sync::Mutex;
 
 use crate::proto::{ChangeType, RowChange};
 use crate::upstream::{key_string, table_str};
+
+/// Resolves when Kafka acknowledges (or fails) one message; under fenced
+/// writes, when the message's transaction committed (or failed).
+pub type Delivery = futures::future::BoxFuture<'static, Result<(), SinkError>>;
+
+/// The first error of a sink, shared by everything that produces for it
+/// (the shared producer's deliveries, each table's transactional writer):
+/// kept once, never replaced, and recording it tells every writer of the
+/// sink to stop (see [`super::txn`]), as a failed shared producer is purged.
+#[derive(Debug)]
+pub struct SinkFailure {
+    first: Mutex<Option<SinkError>>,
+    tripped: tokio::sync::watch::Sender<bool>,
+}
+
+impl SinkFailure {
+    pub fn new() -> std::sync::Arc<SinkFailure> {
+        std::sync::Arc::new(SinkFailure {
+            first: Mutex::new(None),
+            tripped: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
+    /// Keeps `e` unless an error is kept already; true when `e` is the first.
+    pub fn record(&self, e: SinkError) -> bool {
+        {
+            let mut first = self.first.lock().unwrap();
+            if first.is_some() {
+                return false;
+            }
+            *first = Some(e);
+        }
+        self.tripped.send_replace(true);
+        true
+    }
+
+    pub fn get(&self) -> Option<SinkError> {
+        self.first.lock().unwrap().clone()
+    }
+
+    /// Turns `true` once the first error is recorded.
+    pub fn tripped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.tripped.subscribe()
+    }
+}
 
 /// The event context TiCDC attaches to an async send failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +66,18 @@ pub struct DmlInfo {
 }
 
 impl DmlInfo {
+    /// The context of a failure that no particular change caused.
+    pub fn unknown() -> Self {
+        DmlInfo {
+            kind: "unknown",
+            database: String::new(),
+            table: String::new(),
+            start_ts: 0,
+            commit_ts: 0,
+            primary_keys: String::new(),
+        }
+    }
+
     pub fn of(c: &RowChange) -> Self {
         let t = c.table.clone().unwrap_or_default();
         DmlInfo {
@@ -80,6 +141,45 @@ pub enum SinkError {
     },
     #[error("[CDC:ErrKafkaProducerClosed]kafka producer closed")]
     Closed,
+    /// Fenced writes: a transaction of one table's writer failed (at
+    /// `begin`, `produce` or `commit`); none of its messages is committed,
+    /// so readers with `isolation.level=read_committed` never see them.
+    /// `fenced` says a newer producer with the same `transactional.id` (the
+    /// table's new writer) took over. Retriable: the changefeed is rebuilt,
+    /// and the rebuilt writer fences this one in turn.
+    #[error("[CDC:ErrKafkaTransaction]kafka transaction failed at {step}{}: transactional.id={transactional_id}, topic={topic}, messages={messages}, eventType=dml, dmlInfo=[{dml}]; ErrorInfo: {client_error}", fenced_note(*.fenced))]
+    Transaction {
+        transactional_id: String,
+        step: &'static str,
+        fenced: bool,
+        topic: String,
+        /// Messages of the transaction that failed (none of them committed).
+        messages: usize,
+        /// The failed message, or the transaction's first one.
+        dml: DmlInfo,
+        client_error: String,
+    },
+    /// Fenced writes: a table's transactional producer could not be set up
+    /// (`init_transactions`: find the transaction coordinator, abort what
+    /// an earlier producer with this id left open, take the new epoch).
+    #[error("[CDC:ErrKafkaNewProducer]new transactional kafka producer transactional.id={transactional_id}: init_transactions failed{}: {detail}; retriable", fenced_note(*.fenced))]
+    TransactionInit {
+        transactional_id: String,
+        fenced: bool,
+        detail: String,
+    },
+    /// Fenced writes: a change of a table that has no transactional
+    /// producer on this sink (it was never opened, or already closed).
+    #[error("[CDC:ErrKafkaProducerClosed]no transactional producer for table {table} on this sink: the table was not opened or is closed")]
+    NoTableWriter { table: String },
+}
+
+fn fenced_note(fenced: bool) -> &'static str {
+    if fenced {
+        " (fenced: a newer producer with this transactional.id, the table's new writer, took over)"
+    } else {
+        ""
+    }
 }
 
 impl SinkError {
@@ -87,7 +187,11 @@ impl SinkError {
     pub fn code(&self) -> &'static str {
         match self {
             SinkError::AsyncSend { .. } => "CDC:ErrKafkaAsyncSendMessage",
-            SinkError::Unusable { .. } | SinkError::Closed => "CDC:ErrKafkaProducerClosed",
+            SinkError::Unusable { .. } | SinkError::Closed | SinkError::NoTableWriter { .. } => {
+                "CDC:ErrKafkaProducerClosed"
+            }
+            SinkError::Transaction { .. } => "CDC:ErrKafkaTransaction",
+            SinkError::TransactionInit { .. } => "CDC:ErrKafkaNewProducer",
             SinkError::MessageTooLarge { .. } => "CDC:ErrMessageTooLarge",
             SinkError::NewProducer { .. } => "CDC:ErrKafkaNewProducer",
             SinkError::Topic { .. } | SinkError::TopicMetadata { .. } => "CDC:ErrKafkaCreateTopic",

@@ -10,11 +10,18 @@
 //! it librdkafka keeps retrying messages queued before the failure, and once
 //! the network heals it delivers a key's later change after an earlier one
 //! already timed out, a per-key gap that a rebuild then fills out of order.
+//!
+//! Under [`WriteMode::Fenced`] (profile `hardened`) each table is written
+//! by its own transactional producer ([`super::txn::TxnWriter`], opened with
+//! [`KafkaSink::open_table`]) instead of the shared one, which then only
+//! reads the topic's metadata; the same first-error discipline holds for
+//! every writer of the sink.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -22,22 +29,28 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer, PurgeConfig};
 
 use super::canal_json;
-use super::error::{DmlInfo, SinkError};
+use super::error::{Delivery, DmlInfo, SinkError, SinkFailure};
+use super::txn::{
+    transactional_id, Acked, Outgoing, ProduceError, TxnFailure, TxnProducer, TxnWriter, WriteMode,
+    WriterSettings,
+};
 use super::uri::SinkUri;
-use crate::proto::{RowChange, TableDef};
+use crate::proto::{RowChange, TableDef, TableName};
 use crate::upstream::table_str;
 
 pub struct KafkaSink {
+    changefeed: String,
     uri: SinkUri,
+    mode: WriteMode,
+    /// Writes under [`WriteMode::Shared`]; reads metadata in both modes.
     producer: FutureProducer,
     partitions: i32,
-    first_error: Arc<Mutex<Option<SinkError>>>,
+    failure: Arc<SinkFailure>,
     /// Table definitions by `schema.table`, for encoding.
     defs: Mutex<HashMap<String, TableDef>>,
+    /// [`WriteMode::Fenced`]: each open table's writer, by `schema.table`.
+    writers: Mutex<HashMap<String, TxnWriter>>,
 }
-
-/// Resolves when Kafka acknowledges (or fails) one message.
-pub type Delivery = futures::future::BoxFuture<'static, Result<(), SinkError>>;
 
 fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -74,6 +87,146 @@ fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
         c.set("max.in.flight.requests.per.connection", "1");
     }
     c
+}
+
+/// The bounds of a table's transactional writer, derived from the sink
+/// URI's `write-timeout` (`w`), which bounds each request. A change takes
+/// two requests to be acknowledged (AddPartitionsToTxn, then Produce) and a
+/// commit three (those and EndTxn), so on a slow link fenced writes need
+/// about three round trips where the shared producer needs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnTimeouts {
+    /// `message.timeout.ms`: 2 w.
+    pub message: Duration,
+    /// Bound on a commit (delivering what is queued, then EndTxn): 3 w.
+    pub commit: Duration,
+    /// `transaction.timeout.ms`: 3 w + 10 s, so a commit that takes its
+    /// whole bound still ends inside the transaction. It is also how long
+    /// a writer that stopped answering (a frozen process) holds back the
+    /// read_committed readers of the partitions its open transaction
+    /// touched, unless the table's next writer starts sooner and aborts it.
+    pub transaction: Duration,
+    /// Bound on `init_transactions` (about five round trips on a new
+    /// connection, more while an earlier writer's transaction is being
+    /// aborted): the transaction timeout plus the dial timeout.
+    pub init: Duration,
+}
+
+impl TxnTimeouts {
+    pub fn of(uri: &SinkUri) -> TxnTimeouts {
+        let w = uri.write_timeout;
+        let transaction = w * 3 + Duration::from_secs(10);
+        TxnTimeouts {
+            message: w * 2,
+            commit: w * 3,
+            transaction,
+            init: transaction + uri.dial_timeout,
+        }
+    }
+}
+
+/// rdkafka's transactional producer behind [`TxnProducer`].
+struct RdTxnProducer {
+    p: FutureProducer,
+    topic: String,
+}
+
+fn is_fenced(c: RDKafkaErrorCode) -> bool {
+    matches!(
+        c,
+        RDKafkaErrorCode::Fenced
+            | RDKafkaErrorCode::ProducerFenced
+            | RDKafkaErrorCode::InvalidProducerEpoch
+    )
+}
+
+impl RdTxnProducer {
+    /// The producer of `table`'s writer; the error is librdkafka's
+    /// configuration complaint.
+    fn new(uri: &SinkUri, changefeed: &str, id: &str) -> Result<RdTxnProducer, String> {
+        let t = TxnTimeouts::of(uri);
+        let mut c = config(uri, changefeed);
+        c.set("transactional.id", id)
+            .set(
+                "transaction.timeout.ms",
+                t.transaction.as_millis().to_string(),
+            )
+            .set("message.timeout.ms", t.message.as_millis().to_string());
+        let p = c.create().map_err(|e| e.to_string())?;
+        Ok(RdTxnProducer {
+            p,
+            topic: uri.topic.clone(),
+        })
+    }
+
+    /// Classifies `e` with the producer's fatal error, if it has one
+    /// (fencing is fatal: the producer can do nothing more).
+    fn failure(&self, e: &KafkaError) -> TxnFailure {
+        let fatal = self.p.client().fatal_error();
+        let (code, txn_fatal) = match e {
+            KafkaError::Transaction(t) => (Some(t.code()), t.is_fatal()),
+            other => (other.rdkafka_error_code(), false),
+        };
+        let fenced = code.is_some_and(is_fenced) || fatal.as_ref().is_some_and(|f| is_fenced(f.0));
+        let mut detail = e.to_string();
+        if let Some((_, why)) = &fatal {
+            if !detail.contains(why.as_str()) {
+                detail = format!("{detail} (fatal: {why})");
+            }
+        }
+        TxnFailure {
+            fenced,
+            abortable: fatal.is_none() && !txn_fatal,
+            detail,
+        }
+    }
+}
+
+impl TxnProducer for RdTxnProducer {
+    fn init(&self, timeout: Duration) -> Result<(), TxnFailure> {
+        self.p
+            .init_transactions(timeout)
+            .map_err(|e| self.failure(&e))
+    }
+
+    fn begin(&self) -> Result<(), TxnFailure> {
+        self.p.begin_transaction().map_err(|e| self.failure(&e))
+    }
+
+    fn produce(&self, partition: i32, key: &str, payload: &[u8]) -> Result<Acked, ProduceError> {
+        let rec = FutureRecord::to(&self.topic)
+            .partition(partition)
+            .key(key)
+            .payload(payload);
+        match self.p.send_result(rec) {
+            Ok(f) => Ok(Box::pin(f.map(|r| match r {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((e, _))) => Err(e.to_string()),
+                Err(_canceled) => Err("the producer was dropped".to_string()),
+            }))),
+            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                Err(ProduceError::QueueFull)
+            }
+            Err((e, _)) => Err(ProduceError::Failed(self.failure(&e))),
+        }
+    }
+
+    fn commit(&self, timeout: Duration) -> Result<(), TxnFailure> {
+        self.p
+            .commit_transaction(timeout)
+            .map_err(|e| self.failure(&e))
+    }
+
+    fn abort(&self, timeout: Duration) -> Result<(), TxnFailure> {
+        self.p
+            .abort_transaction(timeout)
+            .map_err(|e| self.failure(&e))
+    }
+
+    fn purge(&self) {
+        self.p
+            .purge(PurgeConfig::default().queue().inflight().non_blocking());
+    }
 }
 
 /// How often a new topic's metadata is read again while it propagates.
@@ -143,12 +296,24 @@ pub fn partition_of(key: &str, partitions: i32) -> i32 {
 
 impl KafkaSink {
     /// Creates the producer and makes sure the topic exists with at least
-    /// `partition-num` partitions (creating it when absent).
-    pub async fn new(changefeed: &str, uri: &SinkUri) -> Result<KafkaSink, SinkError> {
+    /// `partition-num` partitions (creating it when absent). Under
+    /// [`WriteMode::Fenced`] tables are then opened with
+    /// [`KafkaSink::open_table`] before their changes are sent.
+    pub async fn new(
+        changefeed: &str,
+        uri: &SinkUri,
+        mode: WriteMode,
+    ) -> Result<KafkaSink, SinkError> {
         let new_err = |detail: String| SinkError::NewProducer {
             bootstrap: uri.bootstrap(),
             detail,
         };
+        if mode.is_fenced() && uri.required_acks != -1 {
+            return Err(new_err(format!(
+                "required-acks={} with fenced writes (profile hardened): a transactional producer needs required-acks=-1",
+                uri.required_acks
+            )));
+        }
         let producer: FutureProducer = config(uri, changefeed)
             .create()
             .map_err(|e| new_err(e.to_string()))?;
@@ -205,11 +370,14 @@ impl KafkaSink {
             None => actual,
         };
         Ok(KafkaSink {
+            changefeed: changefeed.to_string(),
             uri: uri.clone(),
+            mode,
             producer,
             partitions,
-            first_error: Arc::new(Mutex::new(None)),
+            failure: SinkFailure::new(),
             defs: Mutex::new(HashMap::new()),
+            writers: Mutex::new(HashMap::new()),
         })
     }
 
@@ -246,6 +414,69 @@ impl KafkaSink {
         self.partitions
     }
 
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+
+    /// [`WriteMode::Fenced`]: creates `table`'s transactional producer and
+    /// initializes its transactions, which fences every earlier writer of
+    /// the table (on this node or another) and aborts what it left open.
+    /// A no-op under [`WriteMode::Shared`], when the table is open, or when
+    /// the sink already failed (it refuses every send, as a failed shared
+    /// producer does, and its first error stays the one reported).
+    pub async fn open_table(&self, table: &TableName) -> Result<(), SinkError> {
+        let WriteMode::Fenced(batching) = self.mode else {
+            return Ok(());
+        };
+        if self.error().is_some() {
+            return Ok(());
+        }
+        let key = table_str(table);
+        if self.writers.lock().unwrap().contains_key(&key) {
+            return Ok(());
+        }
+        let id = transactional_id(&self.changefeed, table);
+        let producer = RdTxnProducer::new(&self.uri, &self.changefeed, &id).map_err(|e| {
+            SinkError::TransactionInit {
+                transactional_id: id.clone(),
+                fenced: false,
+                detail: format!("creating the producer: {e}"),
+            }
+        })?;
+        let settings = WriterSettings {
+            transactional_id: id,
+            topic: self.uri.topic.clone(),
+            batching,
+            init_timeout: TxnTimeouts::of(&self.uri).init,
+            commit_timeout: TxnTimeouts::of(&self.uri).commit,
+        };
+        let w = TxnWriter::start(Arc::new(producer), settings, self.failure.clone()).await?;
+        let earlier = self.writers.lock().unwrap().insert(key, w);
+        if let Some(earlier) = earlier {
+            // Opened twice at once: the later writer fenced the earlier one.
+            earlier.close(Duration::ZERO).await;
+        }
+        Ok(())
+    }
+
+    /// [`WriteMode::Fenced`]: commits what `table`'s writer holds (bounded
+    /// by `timeout`) and drops its producer. A no-op otherwise.
+    pub async fn close_table(&self, table: &TableName, timeout: Duration) {
+        let w = self.writers.lock().unwrap().remove(&table_str(table));
+        if let Some(w) = w {
+            w.close(timeout).await;
+        }
+    }
+
+    /// [`WriteMode::Fenced`]: asks `table`'s writer (`schema.table`) to
+    /// commit what it holds now; the dispatcher calls it on every resolved
+    /// ts, so the checkpoint can follow. A no-op otherwise.
+    pub fn flush_table(&self, table: &str) {
+        if let Some(w) = self.writers.lock().unwrap().get(table) {
+            w.flush();
+        }
+    }
+
     /// Registers the definition of a table this sink will write.
     pub fn register_table(&self, def: TableDef) {
         if let Some(n) = &def.name {
@@ -255,23 +486,15 @@ impl KafkaSink {
 
     /// Failpoint `sink/async-send-error`: fails the sink as a delivery
     /// failure would (first error kept, producer purged, no reuse).
+    /// Under fenced writes every table's writer then aborts what it holds.
     pub fn inject_async_error(&self, client_error: &str) {
-        let mut f = self.first_error.lock().unwrap();
-        if f.is_none() {
-            *f = Some(SinkError::AsyncSend {
-                topic: self.uri.topic.clone(),
-                partition: -1,
-                dml: DmlInfo {
-                    kind: "unknown",
-                    database: String::new(),
-                    table: String::new(),
-                    start_ts: 0,
-                    commit_ts: 0,
-                    primary_keys: String::new(),
-                },
-                client_error: client_error.to_string(),
-            });
-            drop(f);
+        let first = self.failure.record(SinkError::AsyncSend {
+            topic: self.uri.topic.clone(),
+            partition: -1,
+            dml: DmlInfo::unknown(),
+            client_error: client_error.to_string(),
+        });
+        if first {
             self.producer
                 .purge(PurgeConfig::default().queue().inflight().non_blocking());
         }
@@ -279,11 +502,12 @@ impl KafkaSink {
 
     /// The first error the sink met, if any.
     pub fn error(&self) -> Option<SinkError> {
-        self.first_error.lock().unwrap().clone()
+        self.failure.get()
     }
 
     /// Encodes and enqueues `change`; the returned future resolves when
-    /// Kafka acknowledges it. Fails at once when the sink already failed.
+    /// Kafka acknowledges it (under fenced writes: when its transaction
+    /// committed). Fails at once when the sink already failed.
     pub async fn send(&self, change: &RowChange) -> Result<Delivery, SinkError> {
         if let Some(first) = self.error() {
             return Err(SinkError::Unusable {
@@ -305,11 +529,25 @@ impl KafkaSink {
                 size: payload.len(),
                 max: self.uri.max_message_bytes,
             };
-            self.first_error.lock().unwrap().get_or_insert(e.clone());
+            self.failure.record(e.clone());
             return Err(e);
         }
         let key = canal_json::message_key(change);
         let partition = partition_of(&key, self.partitions);
+        if self.mode.is_fenced() {
+            let writers = self.writers.lock().unwrap();
+            let Some(w) = writers.get(&table) else {
+                let e = SinkError::NoTableWriter { table };
+                self.failure.record(e.clone());
+                return Err(e);
+            };
+            return Ok(w.send(Outgoing {
+                partition,
+                key,
+                payload,
+                dml: DmlInfo::of(change),
+            }));
+        }
         let fut = loop {
             let rec = FutureRecord::to(&self.uri.topic)
                 .partition(partition)
@@ -327,12 +565,12 @@ impl KafkaSink {
                         dml: DmlInfo::of(change),
                         client_error: e.to_string(),
                     };
-                    self.first_error.lock().unwrap().get_or_insert(err.clone());
+                    self.failure.record(err.clone());
                     return Err(err);
                 }
             }
         };
-        let first = self.first_error.clone();
+        let failure = self.failure.clone();
         let producer = self.producer.clone();
         let topic = self.uri.topic.clone();
         let dml = DmlInfo::of(change);
@@ -346,11 +584,8 @@ impl KafkaSink {
                         dml,
                         client_error: e.to_string(),
                     };
-                    let mut f = first.lock().unwrap();
-                    if f.is_none() {
+                    if failure.record(err.clone()) {
                         tracing::warn!(error = %err, "kafka sink failed; purging the producer, it will not be reused");
-                        *f = Some(err.clone());
-                        drop(f);
                         producer.purge(PurgeConfig::default().queue().inflight().non_blocking());
                     }
                     Err(err)
@@ -360,10 +595,15 @@ impl KafkaSink {
         }))
     }
 
-    /// Tears the producer down: a healthy sink flushes what is queued
-    /// (bounded by `timeout`); a failed one purges everything instead, so
-    /// nothing queued before the failure is delivered after it.
+    /// Tears the producers down: a healthy sink flushes what is queued
+    /// (bounded by `timeout`; each table's writer commits what it holds); a
+    /// failed one purges everything instead (the writers abort), so nothing
+    /// queued before the failure is delivered after it.
     pub async fn close(self, timeout: Duration) {
+        let writers: Vec<TxnWriter> = std::mem::take(&mut *self.writers.lock().unwrap())
+            .into_values()
+            .collect();
+        futures::future::join_all(writers.into_iter().map(|w| w.close(timeout))).await;
         let failed = self.error().is_some();
         let p = self.producer;
         let _ = tokio::task::spawn_blocking(move || {
@@ -382,6 +622,23 @@ impl KafkaSink {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn transactional_producers_accept_their_timeouts_for_any_write_timeout() {
+        for w in ["500ms", "5s", "10s", "2m"] {
+            let uri = SinkUri::parse(&format!(
+                "kafka://127.0.0.1:1/t?protocol=canal-json&write-timeout={w}"
+            ))
+            .unwrap();
+            let t = TxnTimeouts::of(&uri);
+            assert!(t.message < t.transaction && t.commit < t.transaction && t.init > t.commit);
+            // librdkafka refuses a message timeout above the transaction
+            // timeout, among others, when the producer is created.
+            if let Err(e) = RdTxnProducer::new(&uri, "cf", "cdc-cf-db.t") {
+                panic!("write-timeout={w}: {e}");
+            }
+        }
+    }
 
     fn soon(ms: u64) -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_millis(ms)
