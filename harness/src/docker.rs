@@ -174,6 +174,12 @@ async fn remove(docker: &Docker, containers: &[String], networks: &[String]) -> 
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => {}
+            // Another reaper (a parallel run or test) is removing it already:
+            // wait until it is gone rather than fail this run.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) if message.contains("in progress") => wait_gone(docker, id).await,
             Err(e) => return Err(e).with_context(|| format!("removing container {id}")),
         }
     }
@@ -200,6 +206,19 @@ async fn remove(docker: &Docker, containers: &[String], networks: &[String]) -> 
         }
     }
     Ok(removed)
+}
+
+/// Waits (up to 30 s) until a container another caller is removing is gone.
+async fn wait_gone(docker: &Docker, id: &str) {
+    for _ in 0..120 {
+        match docker.inspect_container(id, None).await {
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return,
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+    tracing::warn!(container = %id, "a concurrent removal has not finished in 30 s");
 }
 
 /// Removes every container and network of earlier runs whose owner process

@@ -64,6 +64,8 @@ pub struct DispatcherConfig {
     pub max_in_flight: usize,
     /// Pause before re-subscribing after the change stream broke.
     pub resubscribe_backoff: Duration,
+    /// Bug switches of the mutant matrix (none outside a `mutants` build).
+    pub bugs: crate::mutant::DataPlaneBugs,
 }
 
 impl Default for DispatcherConfig {
@@ -71,6 +73,7 @@ impl Default for DispatcherConfig {
         DispatcherConfig {
             max_in_flight: 4096,
             resubscribe_backoff: Duration::from_millis(500),
+            bugs: Default::default(),
         }
     }
 }
@@ -207,6 +210,9 @@ async fn run(
     > = FuturesUnordered::new();
     let mut last_sent: u64 = 0;
     let mut stream: Option<tonic::Streaming<crate::proto::SubscribeEvent>> = None;
+    // Mutant `dispatcher-skips-on-rebuild`: after each subscribe, the changes
+    // before the first resolved ts are skipped.
+    let mut skipping = false;
     let publish = |cp: &CheckpointTracker, f: &dyn Fn(&mut DispatcherStatus)| {
         let mut s = status.lock().unwrap();
         s.checkpoint_ts = cp.checkpoint();
@@ -229,6 +235,7 @@ async fn run(
                 Ok(s) => {
                     tracing::info!(from, "subscribed to the upstream");
                     stream = Some(s.into_inner());
+                    skipping = cfg.bugs.skips_on_rebuild;
                     publish(&cp, &|s| s.state = DispatcherState::Working);
                 }
                 Err(e) => {
@@ -263,11 +270,18 @@ async fn run(
                         if c.commit_ts < last_sent {
                             continue; // re-sent after a re-subscribe; already handed to the sink
                         }
+                        if skipping {
+                            continue;
+                        }
                         let ts = c.commit_ts;
                         match sink.send(&c).await {
                             Ok(d) => {
                                 last_sent = ts;
                                 cp.sent(ts);
+                                if cfg.bugs.checkpoint_before_ack {
+                                    // Mutant: counted as written when sent.
+                                    cp.acked(ts);
+                                }
                                 let d: Delivery = d;
                                 in_flight.push(Box::pin(async move { (ts, d.await) }));
                                 publish(&cp, &|s| s.sent += 1);
@@ -281,6 +295,7 @@ async fn run(
                         }
                     }
                     Some(Event::ResolvedTs(ts)) => {
+                        skipping = false;
                         cp.resolved(ts);
                         // Under fenced writes the changes below `ts` count
                         // once their transaction committed: commit now.

@@ -121,7 +121,11 @@ impl DispatcherManager {
         errors: tokio::sync::mpsc::Sender<RunningError>,
     ) -> Result<Arc<Self>, ManagerError> {
         let uri = SinkUri::parse(&cfg.sink_uri)?;
-        let sink = Arc::new(KafkaSink::new(&cfg.changefeed, &uri, cfg.write_mode).await?);
+        let sink = Arc::new(
+            KafkaSink::new(&cfg.changefeed, &uri, cfg.write_mode)
+                .await?
+                .keeping_queue(cfg.dispatcher.bugs.sink_keeps_queue),
+        );
         let endpoint = tonic::transport::Endpoint::from_shared(cfg.upstream.clone())
             .map_err(|e| ManagerError::Upstream {
                 endpoint: cfg.upstream.clone(),

@@ -193,6 +193,29 @@ impl Mutant {
     }
 }
 
+/// The data-plane bug switches, resolved once from a node's mutant and
+/// handed to its dispatcher managers, sinks and dispatchers (all `false`
+/// outside a `mutants` build).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DataPlaneBugs {
+    /// [`Mutant::SinkKeepsQueue`].
+    pub sink_keeps_queue: bool,
+    /// [`Mutant::DispatcherCheckpointBeforeAck`].
+    pub checkpoint_before_ack: bool,
+    /// [`Mutant::DispatcherSkipsOnRebuild`].
+    pub skips_on_rebuild: bool,
+}
+
+impl DataPlaneBugs {
+    pub fn of(faults: &crate::failpoint::Faults) -> DataPlaneBugs {
+        DataPlaneBugs {
+            sink_keeps_queue: faults.mutant(Mutant::SinkKeepsQueue),
+            checkpoint_before_ack: faults.mutant(Mutant::DispatcherCheckpointBeforeAck),
+            skips_on_rebuild: faults.mutant(Mutant::DispatcherSkipsOnRebuild),
+        }
+    }
+}
+
 /// What the simulator saw of a mutant over a range of seeds: a seed detects
 /// it when the mutated run has a finding (invariant:class) that the same
 /// plan without the mutant does not have.

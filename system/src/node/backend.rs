@@ -31,6 +31,8 @@ pub struct RealBackend {
     kafka_override: Option<String>,
     /// How every dispatcher manager's sink writes (fenced under `hardened`).
     write_mode: WriteMode,
+    /// Bug switches of the mutant matrix, handed to every manager.
+    bugs: crate::mutant::DataPlaneBugs,
     slots: Arc<Mutex<HashMap<String, Slot>>>,
 }
 
@@ -63,8 +65,15 @@ impl RealBackend {
             upstream: upstream.into(),
             kafka_override,
             write_mode: WriteMode::fenced_if(fenced),
+            bugs: Default::default(),
             slots: Arc::default(),
         }
+    }
+
+    /// The data-plane bug switches of a `mutants` build.
+    pub fn with_bugs(mut self, bugs: crate::mutant::DataPlaneBugs) -> Self {
+        self.bugs = bugs;
+        self
     }
 
     /// A handle that reads the managers while the orchestrator owns the backend.
@@ -202,7 +211,10 @@ impl DispatcherBackend for RealBackend {
             sink_uri: rewrite_brokers(&config.sink_uri, self.kafka_override.as_deref()),
             upstream: self.upstream.clone(),
             error_report_interval: Duration::from_secs(5),
-            dispatcher: Default::default(),
+            dispatcher: crate::dispatcher::DispatcherConfig {
+                bugs: self.bugs,
+                ..Default::default()
+            },
             write_mode: self.write_mode,
         };
         let (slots_arc, cf, node) = (self.slots.clone(), cf.to_string(), self.node.clone());

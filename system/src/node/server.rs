@@ -617,7 +617,8 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         &cfg.upstream,
         cfg.kafka_override.clone(),
         s.profile.sink_writes_fenced(),
-    );
+    )
+    .with_bugs(crate::mutant::DataPlaneBugs::of(&cfg.faults));
     // The orchestrator owns the backend; this handle reads it for the snapshot.
     let backend_views = real.views_handle();
     let orchestrator = DispatcherOrchestrator::new(id.clone(), s.profile, Box::new(real))

@@ -50,6 +50,9 @@ pub struct KafkaSink {
     defs: Mutex<HashMap<String, TableDef>>,
     /// [`WriteMode::Fenced`]: each open table's writer, by `schema.table`.
     writers: Mutex<HashMap<String, TxnWriter>>,
+    /// Mutant `sink-keeps-queue` (shared writes): no purge after the first
+    /// delivery error, and a failed sink flushes at close.
+    keeps_queue: bool,
 }
 
 fn config(uri: &SinkUri, changefeed: &str) -> ClientConfig {
@@ -378,7 +381,14 @@ impl KafkaSink {
             failure: SinkFailure::new(),
             defs: Mutex::new(HashMap::new()),
             writers: Mutex::new(HashMap::new()),
+            keeps_queue: false,
         })
+    }
+
+    /// Turns on the mutant `sink-keeps-queue` (a `mutants` build's switch).
+    pub fn keeping_queue(mut self, on: bool) -> KafkaSink {
+        self.keeps_queue = on;
+        self
     }
 
     async fn topic_partitions(
@@ -494,7 +504,7 @@ impl KafkaSink {
             dml: DmlInfo::unknown(),
             client_error: client_error.to_string(),
         });
-        if first {
+        if first && !self.keeps_queue {
             self.producer
                 .purge(PurgeConfig::default().queue().inflight().non_blocking());
         }
@@ -572,6 +582,7 @@ impl KafkaSink {
         };
         let failure = self.failure.clone();
         let producer = self.producer.clone();
+        let keeps_queue = self.keeps_queue;
         let topic = self.uri.topic.clone();
         let dml = DmlInfo::of(change);
         Ok(Box::pin(async move {
@@ -584,7 +595,7 @@ impl KafkaSink {
                         dml,
                         client_error: e.to_string(),
                     };
-                    if failure.record(err.clone()) {
+                    if failure.record(err.clone()) && !keeps_queue {
                         tracing::warn!(error = %err, "kafka sink failed; purging the producer, it will not be reused");
                         producer.purge(PurgeConfig::default().queue().inflight().non_blocking());
                     }
@@ -604,7 +615,12 @@ impl KafkaSink {
             .into_values()
             .collect();
         futures::future::join_all(writers.into_iter().map(|w| w.close(timeout))).await;
-        let failed = self.error().is_some();
+        let failed = self.error().is_some() && !self.keeps_queue;
+        let timeout = if self.keeps_queue {
+            self.uri.write_timeout.max(timeout)
+        } else {
+            timeout
+        };
         let p = self.producer;
         let _ = tokio::task::spawn_blocking(move || {
             if failed {

@@ -510,23 +510,26 @@ impl Run {
     }
 
     /// Purges the producer and aborts the open transaction (if any and if
-    /// `abortable`); a failed abort is left to the broker, which aborts the
-    /// transaction after `transaction.timeout.ms` or when the table's next
-    /// writer initializes.
+    /// `abortable`) without waiting for the abort: on a dead link it takes
+    /// its whole bound, and a cascade close must not wait on Kafka for it.
+    /// A failed abort is left to the broker, which aborts the transaction
+    /// after `transaction.timeout.ms` or when the table's next writer
+    /// initializes (that writer's fencing does not depend on this abort).
     async fn discard(&mut self, abortable: bool, timeout: Duration) {
         let open = !self.batch.is_empty();
         let p = self.p.clone();
-        let r = blocking(move || {
+        let purged = tokio::task::spawn_blocking(move || {
             p.purge();
-            if abortable && open {
-                p.abort(timeout)
-            } else {
-                Ok(())
-            }
+            p
         })
         .await;
-        if let Err(e) = r {
-            tracing::warn!(error = %e.detail, "aborting the transaction failed; the broker aborts it (transaction timeout or the table's next writer)");
+        if let (Ok(p), true) = (purged, abortable && open) {
+            let id = self.s.transactional_id.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = p.abort(timeout) {
+                    tracing::warn!(transactional_id = %id, error = %e.detail, "aborting the transaction failed; the broker aborts it (transaction timeout or the table's next writer)");
+                }
+            });
         }
         self.due = None;
         self.flush = false;
