@@ -199,6 +199,12 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
         let mut seen: BTreeSet<(String, u64)> = BTreeSet::new();
         let mut newest: BTreeMap<&str, u64> = BTreeMap::new();
         let mut partition_of: BTreeMap<&str, i32> = BTreeMap::new();
+        // A key whose delivered changes went back (a re-delivery below its
+        // newest): the newest it must be replayed up to before anything new
+        // of it may follow. A rebuild replays from its checkpoint in order
+        // and always gets there; a second writer (a zombie producer
+        // delivering what it held) does not.
+        let mut replay_until: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         let mut sorted = k.clone();
         sorted.sort_by_key(|c| c.position);
         for c in &sorted {
@@ -219,7 +225,33 @@ pub fn verify(kafka: &[Change], truth: &[Change], checkpoint: u64) -> Report {
             }
             if !seen.insert((c.key.clone(), c.commit_ts)) {
                 t.duplicates += 1;
+                let n = newest.get(c.key.as_str()).copied().unwrap_or(0);
+                match replay_until.get(c.key.as_str()) {
+                    Some(&(until, _)) if c.commit_ts >= until => {
+                        replay_until.remove(c.key.as_str());
+                    }
+                    Some(_) => {}
+                    None if c.commit_ts < n => {
+                        replay_until.insert(&c.key, (n, c.commit_ts));
+                    }
+                    None => {}
+                }
                 continue;
+            }
+            if let Some((until, back_to)) = replay_until.remove(c.key.as_str()) {
+                if c.commit_ts > until {
+                    t.order_violations.push(OrderViolation {
+                        key: c.key.clone(),
+                        commit_ts: back_to,
+                        after_commit_ts: until,
+                        partition: p,
+                        offset: o,
+                        detail: format!(
+                            "stale re-delivery: commit ts {back_to} arrived again after {until}, and {} followed without a replay up to {until} (a second writer of the key)",
+                            c.commit_ts
+                        ),
+                    });
+                }
             }
             match newest.get(c.key.as_str()) {
                 Some(&n)
@@ -504,6 +536,48 @@ mod tests {
         let r = verify(&k, &truth(), 45);
         assert_eq!(r.duplicates(), 2);
         assert!(r.is_clean(), "{}", r.summary());
+    }
+
+    #[test]
+    fn a_rebuild_that_replays_past_its_newest_is_not_stale() {
+        let truth = vec![
+            ch("id=1", 10, "INSERT", "a", None),
+            ch("id=1", 20, "UPDATE", "b", None),
+            ch("id=1", 30, "UPDATE", "c", None),
+        ];
+        // The old writer delivered 10 and 20; the rebuild replays from 5.
+        let k = vec![
+            ch("id=1", 10, "INSERT", "a", Some((0, 0))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 1))),
+            ch("id=1", 10, "INSERT", "a", Some((0, 2))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 3))),
+            ch("id=1", 30, "UPDATE", "c", Some((0, 4))),
+        ];
+        let r = verify(&k, &truth, 35);
+        assert!(r.is_clean(), "{}", r.summary());
+        assert_eq!(r.duplicates(), 2);
+    }
+
+    #[test]
+    fn negative_a_zombie_writes_stale_copies_between_the_new_writers_changes() {
+        let truth = vec![
+            ch("id=1", 10, "INSERT", "a", None),
+            ch("id=1", 20, "UPDATE", "b", None),
+            ch("id=1", 30, "UPDATE", "c", None),
+        ];
+        // The new owner wrote 10 and 20; the thawed zombie's queued 10
+        // lands next; then the new owner's 30.
+        let k = vec![
+            ch("id=1", 10, "INSERT", "a", Some((0, 0))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 1))),
+            ch("id=1", 10, "INSERT", "a", Some((0, 2))),
+            ch("id=1", 30, "UPDATE", "c", Some((0, 3))),
+        ];
+        let r = verify(&k, &truth, 35);
+        assert_eq!(r.order_violations(), 1, "{}", r.summary());
+        let v = &r.tables[0].order_violations[0];
+        assert_eq!((v.commit_ts, v.after_commit_ts), (10, 20));
+        assert!(v.detail.contains("stale re-delivery"), "{}", v.detail);
     }
 
     #[test]

@@ -391,16 +391,25 @@ fn every_documented_timing_key_is_runnable_or_refused_by_validate() {
         // 45m (3s for the first backoff, which may not pass the cap)
         // differs from every default, so a key that reaches a setting
         // changes the settings the run hands its containers.
-        let value = if key == "backoff_initial" {
-            "3s"
-        } else {
-            "45m"
+        let value = match key.as_str() {
+            "backoff_initial" => "3s",
+            "sink_write_timeout" => "45s",
+            _ => "45m",
         };
         let path = with_timing(&dir, key, &format!("{key} = \"{value}\""));
         let sc = scenario::load(&path).unwrap_or_else(|e| panic!("{key} = {value} refused: {e}"));
         let plain = scenario::load(&with_timing(&dir, "plain", "")).unwrap();
         let harness_only = key == "sample_period";
-        let changed = sc.cluster.settings != plain.cluster.settings;
+        // The sink's write timeout is no node setting: it goes into every
+        // changefeed's sink URI.
+        let changed = if key == "sink_write_timeout" {
+            harness::runner::provision::create_request(&sc, "cf1", 1)
+                .unwrap()
+                .sink_uri
+                .contains("write-timeout=45000ms")
+        } else {
+            sc.cluster.settings != plain.cluster.settings
+        };
         assert!(
             harness_only || changed,
             "{key} is documented and accepted but reaches no cdc-server setting"
@@ -421,6 +430,7 @@ fn every_documented_timing_key_is_runnable_or_refused_by_validate() {
     for (timing, why) in [
         ("session_ttl = \"1500ms\"", "whole seconds"),
         ("manager_tick = \"0ms\"", "above zero"),
+        ("sink_write_timeout = \"500ms\"", "1s to 5m"),
         (
             "backoff_initial = \"1m\"\nbackoff_max = \"10s\"",
             "above timing.backoff_max",

@@ -54,8 +54,12 @@ pub fn create_request(sc: &Scenario, cf: &str, start_ts: u64) -> Result<CreateCh
     Ok(CreateChangefeed {
         changefeed_id: cf.to_string(),
         sink_uri: format!(
-            "kafka://kafka:9092/{}?protocol=canal-json&partition-num=3&write-timeout=5s",
-            topic_of(cf)
+            "kafka://kafka:9092/{}?protocol=canal-json&partition-num=3&write-timeout={}ms",
+            topic_of(cf),
+            sc.cluster
+                .timing
+                .sink_write_timeout
+                .map_or(5000, |d| d.0.as_millis())
         ),
         tables: changefeed_tables(sc, i).iter().map(table_str).collect(),
         start_ts: Some(start_ts),

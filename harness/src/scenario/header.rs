@@ -173,7 +173,7 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
             errors.add(
                 at,
                 msg,
-                "every key of [cluster.timing] becomes a cdc-server setting; see scenarios/README.md",
+                "every key of [cluster.timing] is a cdc-server setting or the sink's write timeout; see scenarios/README.md",
             );
             NodeSettings::default()
         }

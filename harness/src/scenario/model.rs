@@ -61,6 +61,9 @@ pub struct Timing {
     pub heartbeat: Option<Dur>,
     /// The observer's sampling period.
     pub sample_period: Option<Dur>,
+    /// The changefeeds' sink `write-timeout` (default 5 s): it bounds each
+    /// Kafka request and how long a queued change may wait.
+    pub sink_write_timeout: Option<Dur>,
 }
 
 impl Timing {
@@ -105,6 +108,15 @@ impl Timing {
         }
         if let Some(d) = self.heartbeat {
             s.heartbeat_ms = positive("heartbeat", d)?;
+        }
+        if let Some(d) = self.sink_write_timeout {
+            if d.0 < std::time::Duration::from_secs(1) || d.0 > std::time::Duration::from_secs(300)
+            {
+                return Err((
+                    "sink_write_timeout",
+                    format!("timing.sink_write_timeout = \"{d}\": give 1s to 5m (it goes into the sink URI's write-timeout)"),
+                ));
+            }
         }
         if let (Some(lo), Some(hi)) = (self.backoff_initial, self.backoff_max) {
             if lo > hi {
