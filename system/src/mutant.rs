@@ -167,6 +167,23 @@ mod tests {
             .unwrap_err()
             .contains("sink-keeps-queue"));
     }
+
+    #[test]
+    fn data_plane_bugs_follow_the_node_s_mutant() {
+        use crate::failpoint::Faults;
+        assert_eq!(
+            DataPlaneBugs::of(&Faults::seeded(0)),
+            DataPlaneBugs::default()
+        );
+        if !Mutant::BUILT {
+            return;
+        }
+        let of = |m| DataPlaneBugs::of(&Faults::seeded(0).with_mutant(Some(m)).unwrap());
+        assert!(of(Mutant::SinkKeepsQueue).sink_keeps_queue);
+        assert!(of(Mutant::DispatcherCheckpointBeforeAck).checkpoint_before_ack);
+        assert!(of(Mutant::DispatcherSkipsOnRebuild).skips_on_rebuild);
+        assert_eq!(of(Mutant::CheckpointAhead), DataPlaneBugs::default());
+    }
 }
 
 impl Mutant {
