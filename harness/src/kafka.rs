@@ -137,7 +137,7 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
     let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
     tokio::task::spawn_blocking(move || -> Result<Vec<Record>> {
         let deadline = std::time::Instant::now() + timeout;
-        let consumer: BaseConsumer = base_config(&bootstrap)
+        let consumer: BaseConsumer<QuietEof> = base_config(&bootstrap)
             .set("group.id", "cdc-chaos-reader")
             .set("enable.auto.commit", "false")
             .set("isolation.level", "read_committed")
@@ -145,7 +145,7 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
             // whose last records are transaction markers or aborted has no
             // record at `high - 1` to recognize the end by.
             .set("enable.partition.eof", "true")
-            .create()
+            .create_with_context(QuietEof)
             .with_context(|| format!("creating a consumer on {bootstrap}"))?;
         // Reads the high watermark: ListOffsets read_uncommitted
         // (librdkafka's default is read_committed, the last stable offset).
@@ -232,3 +232,25 @@ pub async fn read_topic(bootstrap: &str, topic: &str, timeout: Duration) -> Resu
     })
     .await?
 }
+
+/// The reader's client context: a partition's end, which the reader asks
+/// librdkafka to report (`enable.partition.eof`), is how it knows it is
+/// done, not an error; rdkafka's default context logs it at ERROR level
+/// once per partition and read. Every other client error is still logged.
+struct QuietEof;
+
+impl rdkafka::ClientContext for QuietEof {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(
+            error,
+            KafkaError::PartitionEOF(_)
+                | KafkaError::Global(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+        ) {
+            tracing::trace!("librdkafka: {error}: {reason}");
+        } else {
+            tracing::error!("librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for QuietEof {}
