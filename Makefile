@@ -11,7 +11,7 @@ JOBS ?=
 FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
-.PHONY: all setup packages test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim \
+.PHONY: mutants-unit explore-nightly all setup packages test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim \
 	actionlint nightly-shard nightly-merge nightly-local mutants explore
 
 all: test
@@ -180,6 +180,28 @@ mutants: setup
 	@./target/mutants/release/chaos reap
 	@echo "==> chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
 	@./target/mutants/release/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
+
+## explore-nightly: SHARD=k/N: shard k of the night's exploration under hardened: EXPLORE_RUNS
+## runs (default 40) from run index (k-1)*EXPLORE_RUNS of one exploration whose seed is the night's
+## date (EXPLORE_SEED, default today as YYYYMMDD UTC), so the shards never repeat a run and a night
+## replays from its date. Writes $(NIGHTLY_DIR)/explore-k.
+EXPLORE_RUNS ?= 40
+EXPLORE_SEED ?= $(shell date -u +%Y%m%d)
+explore-nightly: setup
+	@case "$(SHARD)" in */*) ;; *) echo "explore-nightly: give SHARD=k/N, e.g. make explore-nightly SHARD=1/2" >&2; exit 2 ;; esac
+	@$(CARGO) build --workspace --bins --locked
+	@bash scripts/build-system-image.sh
+	@./target/debug/chaos reap
+	@k=$(firstword $(subst /, ,$(SHARD))); from=$$(( (k - 1) * $(EXPLORE_RUNS) )); \
+	  echo "==> chaos explore --profile hardened --seed $(EXPLORE_SEED) --from $$from --runs $(EXPLORE_RUNS) -j 3 --out $(NIGHTLY_DIR)/explore-$$k"; \
+	  ./target/debug/chaos explore --profile hardened --seed $(EXPLORE_SEED) --from $$from --runs $(EXPLORE_RUNS) -j 3 --out $(NIGHTLY_DIR)/explore-$$k
+
+## mutants-unit: the mutant matrix's unit tier: cargo-mutants (pinned, installed into .build/cargo
+## on first use) over the sans-IO control plane and the checkers, judged by the Docker-free tests
+## (scripts/mutants-unit.sh; MUTANTS_UNIT_SLICE=core|checkers|all, MUTANTS_UNIT_SHARD=k/n).
+## Nightly, not in make test: each mutant is a rebuild.
+mutants-unit:
+	@bash scripts/mutants-unit.sh
 
 ## explore: `chaos explore` for an hour under PROFILE (default hardened), -j 3, seed SEED.
 explore: setup
