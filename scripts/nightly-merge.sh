@@ -40,6 +40,7 @@ started=$(field started_at) commit=$(field commit)
 [ -n "$started" ] && [ -n "$commit" ] || die "$dir/merged/manifest.json has no started_at or commit"
 night=$dir/history/${started//:/-}-$commit
 rm -rf "$night" && mkdir -p "$night"
+night=$(cd "$night" && pwd) # the copy below runs inside the merged set
 (cd "$dir/merged" && find . \( -name manifest.json -o -name run.json \) -print0 | xargs -0 cp --parents -t "$night")
 printf '==> history: %s added\n' "$night"
 mapfile -t old < <(for d in "$dir"/history/*; do [ -d "$d" ] && printf '%s\n' "$d"; done | sort | head -n "-$keep")

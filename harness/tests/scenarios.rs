@@ -486,34 +486,11 @@ fn chaos_report_re_renders_recorded_runs_and_rejects_bad_files() {
 #[test]
 fn chaos_report_merges_shard_directories_and_refuses_a_missing_one() {
     use harness::run_model::Run;
-    use reports::manifest::{Manifest, ManifestRun, Shard, MANIFEST_VERSION};
+    use reports::manifest::Manifest;
     let root = std::env::temp_dir().join(format!("cdc-chaos-merge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let fixtures = root_dir_runs();
-    let shard = |k: u32, run: &Run| -> PathBuf {
-        let dir = root.join(format!("shard-{k}"));
-        let rel = format!("{}/{}/run.json", run.meta.scenario, run.meta.profile);
-        std::fs::create_dir_all(dir.join(&rel).parent().unwrap()).unwrap();
-        std::fs::write(dir.join(&rel), run.to_json().unwrap()).unwrap();
-        Manifest {
-            manifest_version: MANIFEST_VERSION,
-            commit: "fixture".into(),
-            catalog_hash: "0123456789abcdef".into(),
-            images: run.meta.images.clone(),
-            seed: run.meta.seed,
-            shard: Some(Shard { index: k, count: 2 }),
-            started_at: format!("2026-12-02T12:00:0{k}+00:00"),
-            runs: vec![ManifestRun {
-                scenario: run.meta.scenario.clone(),
-                profile: run.meta.profile.clone(),
-                seed: run.meta.seed,
-                run_json: rel,
-            }],
-        }
-        .write(&dir)
-        .unwrap();
-        dir
-    };
+    let shard = |k: u32, run: &Run| fixture_shard(&root, k, run);
     let d1 = shard(1, &fixtures[0]).display().to_string();
     let d2 = shard(2, &fixtures[1]).display().to_string();
     let out = root.join("merged").display().to_string();
@@ -530,6 +507,88 @@ fn chaos_report_merges_shard_directories_and_refuses_a_missing_one() {
     assert!(err.contains("shard(s) 2/2 missing"), "{err}");
     assert!(!Path::new(&lone).exists());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Writes shard `k` of 2 holding `run` under `root/shard-k` with its manifest.
+fn fixture_shard(root: &Path, k: u32, run: &harness::run_model::Run) -> PathBuf {
+    use reports::manifest::{Manifest, ManifestRun, Shard, MANIFEST_VERSION};
+    let dir = root.join(format!("shard-{k}"));
+    let rel = format!("{}/{}/run.json", run.meta.scenario, run.meta.profile);
+    std::fs::create_dir_all(dir.join(&rel).parent().unwrap()).unwrap();
+    std::fs::write(dir.join(&rel), run.to_json().unwrap()).unwrap();
+    Manifest {
+        manifest_version: MANIFEST_VERSION,
+        commit: "fixture".into(),
+        catalog_hash: "0123456789abcdef".into(),
+        images: run.meta.images.clone(),
+        seed: run.meta.seed,
+        shard: Some(Shard { index: k, count: 2 }),
+        started_at: format!("2026-12-02T12:00:0{k}+00:00"),
+        runs: vec![ManifestRun {
+            scenario: run.meta.scenario.clone(),
+            profile: run.meta.profile.clone(),
+            seed: run.meta.seed,
+            run_json: rel,
+        }],
+    }
+    .write(&dir)
+    .unwrap();
+    dir
+}
+
+/// `scripts/nightly-merge.sh` as `make nightly-merge` runs it (a
+/// `NIGHTLY_DIR` relative to the repository): the shards merge and the
+/// night joins the history with its manifest and run files; a second merge
+/// of the same night replaces it and reads the history.
+#[test]
+fn the_nightly_merge_script_adds_the_night_to_the_history() {
+    let rel = format!("target/tmp/nightly-merge-{}", std::process::id());
+    let dir = root().join(&rel);
+    let _ = std::fs::remove_dir_all(&dir);
+    let fixtures = root_dir_runs();
+    fixture_shard(&dir, 1, &fixtures[0]);
+    fixture_shard(&dir, 2, &fixtures[1]);
+    let merge = || {
+        Command::new("bash")
+            .arg("scripts/nightly-merge.sh")
+            .current_dir(root())
+            .env("NIGHTLY_DIR", &rel)
+            .env("CHAOS", env!("CARGO_BIN_EXE_chaos"))
+            .output()
+            .expect("run scripts/nightly-merge.sh")
+    };
+    for pass in 1..=2 {
+        let r = merge();
+        let (out, err) = (
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr),
+        );
+        assert!(r.status.success(), "merge {pass}: {out}\n{err}");
+        assert!(out.contains("==> history: "), "merge {pass}: {out}");
+        let nights: Vec<PathBuf> = std::fs::read_dir(dir.join("history"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(nights.len(), 1, "{nights:?}");
+        assert!(nights[0].join("manifest.json").is_file(), "{nights:?}");
+        let runs = walk_files(&nights[0], "run.json");
+        assert_eq!(runs, 2, "run files in {}", nights[0].display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn walk_files(dir: &Path, name: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            if p.is_dir() {
+                walk_files(&p, name)
+            } else {
+                usize::from(p.file_name().is_some_and(|n| n == name))
+            }
+        })
+        .sum()
 }
 
 /// The recorded fixture runs (harness/tests/fixtures/runs).

@@ -233,7 +233,7 @@ jobs:
       - uses: actions/checkout@main
       - run: |
           cargo test
-      - run: make explore-nightly
+      - run: make no-such-target
       - run: cargo build
       - uses: actions/upload-artifact@v4
         with:
@@ -246,7 +246,7 @@ jobs:
     for want in [
         "not pinned",
         "multi-line",
-        "`make explore-nightly` is not a Makefile target",
+        "`make no-such-target` is not a Makefile target",
         "neither make nor a script",
         "without `if: always()`",
     ] {

@@ -967,3 +967,47 @@ impl Coordinator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(epoch: u64, state: ComponentState) -> MaintainerStatus {
+        MaintainerStatus {
+            changefeed: "cf1".into(),
+            state,
+            bootstrap_done: true,
+            checkpoint_ts: 0,
+            epoch,
+            removal_only: false,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Which of two reports of one maintainer slot is the news: a later
+    /// epoch always; within an epoch, anything but a `Working` that follows
+    /// a `Stopped` (a maintainer never leaves `Stopped`, so that is a late
+    /// copy).
+    #[test]
+    fn a_report_supersedes_by_epoch_then_by_the_stop() {
+        use ComponentState::{Stopped, Working};
+        let cases = [
+            // (new, old, supersedes)
+            ((2, Working), (1, Stopped), true),
+            ((2, Stopped), (1, Working), true),
+            ((1, Working), (2, Working), false),
+            ((1, Stopped), (2, Working), false),
+            ((1, Working), (1, Working), true),
+            ((1, Stopped), (1, Working), true),
+            ((1, Stopped), (1, Stopped), true),
+            ((1, Working), (1, Stopped), false),
+        ];
+        for ((ne, ns), (oe, os), want) in cases {
+            assert_eq!(
+                supersedes(&report(ne, ns), &report(oe, os)),
+                want,
+                "new epoch {ne} {ns:?} over old epoch {oe} {os:?}"
+            );
+        }
+    }
+}
