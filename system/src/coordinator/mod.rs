@@ -1010,4 +1010,164 @@ mod tests {
             );
         }
     }
+
+    /// A coordinator of nodes A and B past its bootstrap whose cf1 (epoch
+    /// 1, checkpoint 100, in `state`) replicates on A.
+    fn replicating_on_a(p: Profile, state: FeedState) -> Coordinator {
+        let feed = PersistedFeed {
+            id: "cf1".into(),
+            epoch: 1,
+            checkpoint_ts: 100,
+            state,
+            error: None,
+            config: ChangefeedConfig::default(),
+            removing: false,
+        };
+        let alive: BTreeSet<NodeId> = ["A".to_string(), "B".to_string()].into();
+        let mut c = Coordinator::new(
+            "A".into(),
+            1,
+            p,
+            CoordinatorConfig::default(),
+            vec![feed],
+            alive,
+            0,
+        );
+        c.bootstrap = None;
+        c.unanswered.clear();
+        c.feeds.get_mut("cf1").unwrap().scheduling = Scheduling::Replicating { node: "A".into() };
+        c
+    }
+
+    fn sink_error() -> RunningError {
+        RunningError {
+            node: "A".into(),
+            code: "CDC:ErrKafkaAsyncSendMessage".into(),
+            message: "kafka async send message failed".into(),
+        }
+    }
+
+    fn report_from_a(
+        c: &mut Coordinator,
+        checkpoint_ts: u64,
+        bootstrap_done: bool,
+        errors: Vec<RunningError>,
+    ) {
+        let s = MaintainerStatus {
+            checkpoint_ts,
+            bootstrap_done,
+            errors,
+            ..report(1, ComponentState::Working)
+        };
+        c.on_message(
+            1_000,
+            &"A".to_string(),
+            Message::MaintainerStatuses { statuses: vec![s] },
+        );
+    }
+
+    /// A report whose checkpoint is below the changefeed's never moves it
+    /// back; its error is still taken where the profile lets errors survive
+    /// a regressed checkpoint (TiCDC #5424), and dropped with the whole
+    /// report before (F7).
+    #[test]
+    fn a_regressed_report_keeps_the_checkpoint_and_its_error_only_where_errors_survive() {
+        let (mut survive, mut dropped) = (0, 0);
+        for p in Profile::ALL {
+            let mut c = replicating_on_a(p, FeedState::Normal);
+            report_from_a(&mut c, 90, true, vec![sink_error()]);
+            let f = &c.feeds["cf1"].info;
+            assert_eq!(f.checkpoint_ts, 100, "{p}: the checkpoint went back");
+            if p.errors_survive_checkpoint_regression() {
+                survive += 1;
+                assert_eq!(f.state, FeedState::Warning, "{p}: the error was lost");
+            } else {
+                dropped += 1;
+                assert_eq!(f.state, FeedState::Normal, "{p}: F7 drops the whole report");
+            }
+            // The same error with a checkpoint that does not regress is taken.
+            let mut c = replicating_on_a(p, FeedState::Normal);
+            report_from_a(&mut c, 100, true, vec![sink_error()]);
+            assert_eq!(c.feeds["cf1"].info.state, FeedState::Warning, "{p}");
+        }
+        assert!(survive > 0 && dropped > 0, "both behaviours are exercised");
+    }
+
+    /// A changefeed in warning is back to normal only when its checkpoint
+    /// advances on a report of a bootstrapped maintainer without errors: a
+    /// maintainer that never bootstrapped (the seed bug's removal-only one)
+    /// does not make it normal.
+    #[test]
+    fn warning_clears_only_on_a_clean_report_of_a_bootstrapped_maintainer() {
+        for p in Profile::ALL {
+            let mut c = replicating_on_a(p, FeedState::Warning);
+            report_from_a(&mut c, 110, false, vec![]);
+            assert_eq!(
+                c.feeds["cf1"].info.state,
+                FeedState::Warning,
+                "{p}: not bootstrapped"
+            );
+            let mut c = replicating_on_a(p, FeedState::Warning);
+            report_from_a(&mut c, 110, true, vec![]);
+            let f = &c.feeds["cf1"].info;
+            assert_eq!((f.state, f.checkpoint_ts), (FeedState::Normal, 110), "{p}");
+        }
+    }
+
+    /// Where the profile stops stale maintainers, a working maintainer of
+    /// an ended epoch that reports is told to stop (a one-shot remove may
+    /// have been lost); one already removing (removal-only) is left to
+    /// finish, and the report changes nothing else.
+    #[test]
+    fn a_working_maintainer_of_an_ended_epoch_is_told_to_stop() {
+        let (mut stops, mut keeps) = (0, 0);
+        for p in Profile::ALL {
+            for removal_only in [false, true] {
+                let mut c = replicating_on_a(p, FeedState::Normal);
+                c.feeds.get_mut("cf1").unwrap().info.epoch = 2;
+                c.outbox.clear();
+                let s = MaintainerStatus {
+                    removal_only,
+                    checkpoint_ts: 150,
+                    ..report(1, ComponentState::Working)
+                };
+                c.on_message(
+                    1_000,
+                    &"B".to_string(),
+                    Message::MaintainerStatuses { statuses: vec![s] },
+                );
+                let removes: Vec<_> = c
+                    .outbox
+                    .iter()
+                    .filter(|e| {
+                        matches!(
+                            &e.msg,
+                            Message::RemoveMaintainer {
+                                epoch: 1,
+                                cascade: false,
+                                ..
+                            }
+                        ) && e.to == "B"
+                    })
+                    .collect();
+                let want = p.coordinator_stops_stale_maintainers() && !removal_only;
+                assert_eq!(
+                    removes.len(),
+                    usize::from(want),
+                    "{p} removal_only={removal_only}: {:?}",
+                    c.outbox
+                );
+                assert_eq!(
+                    c.feeds["cf1"].info.checkpoint_ts, 100,
+                    "{p}: a stale report moved the checkpoint"
+                );
+                if want {
+                    stops += 1
+                } else if !removal_only {
+                    keeps += 1
+                }
+            }
+        }
+        assert!(stops > 0 && keeps > 0, "both behaviours are exercised");
+    }
 }

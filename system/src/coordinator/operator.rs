@@ -224,4 +224,73 @@ mod tests {
         assert!(!op.check(Profile::Hardened, &"B".into(), &other_node_stopped));
         assert!(op.check(Profile::Hardened, &"A".into(), &other_node_stopped));
     }
+
+    /// A move leaves its first phase only when the origin reports its
+    /// maintainer no longer working (of the operator's epoch under the
+    /// profiles that check epochs), and finishes when the destination
+    /// reports one working.
+    #[test]
+    fn move_phases_follow_the_origin_stopping_then_the_destination_working() {
+        let removing = Operator::new(
+            "c",
+            OpKind::Move {
+                origin: "A".into(),
+                dest: "B".into(),
+                adding: false,
+            },
+            7,
+        );
+        let (a, b): (NodeId, NodeId) = ("A".into(), "B".into());
+        for p in Profile::ALL {
+            let stopped = status(ComponentState::Stopped, true, 7);
+            let working = status(ComponentState::Working, true, 7);
+            assert_eq!(
+                removing.progress(p, &a, &stopped),
+                Progress::NextPhase,
+                "{p:?}"
+            );
+            assert_eq!(
+                removing.progress(p, &a, &working),
+                Progress::Pending,
+                "{p:?}: the origin still works"
+            );
+            assert_eq!(
+                removing.progress(p, &b, &stopped),
+                Progress::Pending,
+                "{p:?}: only the origin's stop counts"
+            );
+        }
+        assert_eq!(
+            removing.progress(
+                Profile::Hardened,
+                &a,
+                &status(ComponentState::Stopped, true, 6)
+            ),
+            Progress::Pending,
+            "hardened: a stop of an older epoch is not this move's"
+        );
+        let adding = Operator::new(
+            "c",
+            OpKind::Move {
+                origin: "A".into(),
+                dest: "B".into(),
+                adding: true,
+            },
+            7,
+        );
+        for p in Profile::ALL {
+            let working = status(ComponentState::Working, true, 7);
+            assert_eq!(
+                adding.progress(p, &b, &working),
+                Progress::Finished,
+                "{p:?}"
+            );
+            assert_eq!(adding.progress(p, &a, &working), Progress::Pending, "{p:?}");
+            assert_eq!(
+                adding.progress(p, &b, &status(ComponentState::Stopped, true, 7)),
+                Progress::Pending,
+                "{p:?}"
+            );
+        }
+    }
 }

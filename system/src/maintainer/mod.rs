@@ -550,4 +550,50 @@ mod tests {
             "{quiet:?}"
         );
     }
+
+    /// Heartbeats carry errors up once per node and message, and only to a
+    /// bootstrapped maintainer of their epoch that is not being removed.
+    #[test]
+    fn heartbeat_errors_count_once_per_node_and_not_while_removing() {
+        let p = Profile::Fix;
+        let config = ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: vec!["db.t1".into(), "db.t2".into()],
+        };
+        let alive = ids(&["a", "b"]);
+        let booted = || {
+            let mut m = Maintainer::new("cf1", 1, 1, config.clone(), 0);
+            m.start_bootstrap(0, &alive);
+            m.on_bootstrap_response(p, &"a".to_string(), 1, 1, vec!["db.t1".into()], &alive);
+            m.on_bootstrap_response(p, &"b".to_string(), 1, 1, vec!["db.t2".into()], &alive);
+            assert!(m.bootstrap_done);
+            m
+        };
+        let err = |node: &str| RunningError {
+            node: node.into(),
+            code: "CDC:ErrKafkaAsyncSendMessage".into(),
+            message: "kafka async send message failed".into(),
+        };
+        let mut m = booted();
+        m.on_heartbeat(p, &"a".to_string(), 1, 5, Some(err("a")));
+        m.on_heartbeat(p, &"a".to_string(), 1, 6, Some(err("a")));
+        assert_eq!(
+            m.status().errors.len(),
+            1,
+            "the same error twice counts once"
+        );
+        m.on_heartbeat(p, &"b".to_string(), 1, 6, Some(err("b")));
+        assert_eq!(
+            m.status().errors.len(),
+            2,
+            "the same message from another node is another error"
+        );
+        // Negative: a maintainer being removed (a cascade close waiting for
+        // its nodes' acks) takes no more errors.
+        let mut m = booted();
+        m.on_remove(p, 1, true, &alive, 10);
+        assert_eq!(m.state, ComponentState::Working, "still closing");
+        m.on_heartbeat(p, &"a".to_string(), 1, 5, Some(err("a")));
+        assert!(m.status().errors.is_empty(), "{:?}", m.status().errors);
+    }
 }
