@@ -181,20 +181,19 @@ mutants: setup
 	@echo "==> chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
 	@./target/mutants/release/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
 
-## explore-nightly: SHARD=k/N: shard k of the night's exploration under hardened: EXPLORE_RUNS
-## runs (default 40) from run index (k-1)*EXPLORE_RUNS of one exploration whose seed is the night's
-## date (EXPLORE_SEED, default today as YYYYMMDD UTC), so the shards never repeat a run and a night
-## replays from its date. Writes $(NIGHTLY_DIR)/explore-k.
-EXPLORE_RUNS ?= 40
+## explore-nightly: SHARD=k/N: shard k of the night's exploration under hardened: of the run
+## indices 0..EXPLORE_RUNS (default 80) of one exploration whose seed is the night's date
+## (EXPLORE_SEED, default today as YYYYMMDD UTC), the ones `chaos explore --shard k/N` holds, so
+## the shards never repeat a run and a night replays from its date. Writes $(NIGHTLY_DIR)/explore-k.
+EXPLORE_RUNS ?= 80
 EXPLORE_SEED ?= $(shell date -u +%Y%m%d)
 explore-nightly: setup
 	@case "$(SHARD)" in */*) ;; *) echo "explore-nightly: give SHARD=k/N, e.g. make explore-nightly SHARD=1/2" >&2; exit 2 ;; esac
 	@$(CARGO) build --workspace --bins --locked
 	@bash scripts/build-system-image.sh
 	@./target/debug/chaos reap
-	@k=$(firstword $(subst /, ,$(SHARD))); from=$$(( (k - 1) * $(EXPLORE_RUNS) )); \
-	  echo "==> chaos explore --profile hardened --seed $(EXPLORE_SEED) --from $$from --runs $(EXPLORE_RUNS) -j 3 --out $(NIGHTLY_DIR)/explore-$$k"; \
-	  ./target/debug/chaos explore --profile hardened --seed $(EXPLORE_SEED) --from $$from --runs $(EXPLORE_RUNS) -j 3 --out $(NIGHTLY_DIR)/explore-$$k
+	@echo "==> chaos explore --profile hardened --seed $(EXPLORE_SEED) --runs $(EXPLORE_RUNS) --shard $(SHARD) -j 3 --out $(NIGHTLY_DIR)/explore-$(firstword $(subst /, ,$(SHARD)))"
+	@./target/debug/chaos explore --profile hardened --seed $(EXPLORE_SEED) --runs $(EXPLORE_RUNS) --shard $(SHARD) -j 3 --out $(NIGHTLY_DIR)/explore-$(firstword $(subst /, ,$(SHARD)))
 
 ## mutants-unit: the mutant matrix's unit tier: cargo-mutants (pinned, installed into .build/cargo
 ## on first use) over the sans-IO control plane and the checkers, judged by the Docker-free tests

@@ -5,8 +5,9 @@
 //! A run belongs to shard `1 + h % N`, where `h` is the FNV-1a 64-bit hash of
 //! `scenario \0 profile \0 seed` (the `fnv` crate: no random keys, so the
 //! slice is the same on every machine, every process and every version).
-//! Shards count from 1, as nextest's `--partition`. `chaos run`, `chaos list`
-//! and `chaos sim` (scenario `swarm`, one run per seed) use [`contains`].
+//! Shards count from 1, as nextest's `--partition`. `chaos run`, `chaos list`,
+//! `chaos sim` (scenario `swarm`, one run per seed) and `chaos explore`
+//! (scenario `explore`, a run index's seed) use [`contains`].
 //!
 //! Invariant: every run of the whole set falls in exactly one shard of N, for
 //! any N (tested on the catalog for N in 1..=6).

@@ -580,6 +580,57 @@ mod tests {
         assert!(v.detail.contains("stale re-delivery"), "{}", v.detail);
     }
 
+    /// A copy of a key's newest change (a rebuild that replays only the
+    /// last one) is a duplicate; the key's next change after it is in order.
+    #[test]
+    fn a_copy_of_the_newest_change_then_a_new_one_is_in_order() {
+        let truth = vec![
+            ch("id=1", 10, "INSERT", "a", None),
+            ch("id=1", 20, "UPDATE", "b", None),
+            ch("id=1", 30, "UPDATE", "c", None),
+        ];
+        let k = vec![
+            ch("id=1", 10, "INSERT", "a", Some((0, 0))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 1))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 2))),
+            ch("id=1", 30, "UPDATE", "c", Some((0, 3))),
+        ];
+        let r = verify(&k, &truth, 35);
+        assert!(r.is_clean(), "{}", r.summary());
+        assert_eq!(r.duplicates(), 1);
+    }
+
+    /// Each kind of finding alone makes a report unclean, and the summary
+    /// counts it.
+    #[test]
+    fn each_finding_alone_makes_the_report_unclean_and_is_in_the_summary() {
+        let clean = verify(&good_kafka(), &truth(), 45);
+        assert!(clean.is_clean());
+        let mut missing = good_kafka();
+        missing.remove(2);
+        let mut unexpected = good_kafka();
+        unexpected.push(ch("id=9", 35, "INSERT", "x", Some((0, 2))));
+        let mut image = good_kafka();
+        image[2].image = [("v".to_string(), Some("WRONG".to_string()))].into();
+        let mut split = good_kafka();
+        split[2].position = Some((2, 0));
+        for (what, k) in [
+            ("1 missing", missing),
+            ("1 unexpected", unexpected),
+            ("1 image mismatches", image),
+            ("1 order violations", split),
+        ] {
+            let r = verify(&k, &truth(), 45);
+            assert!(!r.is_clean(), "{what}: {}", r.summary());
+            assert!(r.summary().contains(what), "{what}: {}", r.summary());
+        }
+        assert!(
+            clean.summary().contains("0 missing, 0 order violations"),
+            "{}",
+            clean.summary()
+        );
+    }
+
     #[test]
     fn negative_unexpected_change() {
         let mut k = good_kafka();

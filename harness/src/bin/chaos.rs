@@ -179,6 +179,11 @@ enum Cmd {
         /// The first run index (runs go from here).
         #[arg(long, default_value_t = 0)]
         from: u64,
+        /// Run only the indices of shard K of N of the runs --from/--runs
+        /// name (the same hash as `chaos run --shard`, over `explore` x
+        /// profile x the run's seed).
+        #[arg(long, value_name = "K/N", value_parser = harness::shard::parse)]
+        shard: Option<harness::shard::Shard>,
         /// Runs at once (default: what this machine holds).
         #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=16))]
         jobs: Option<u16>,
@@ -1228,6 +1233,7 @@ fn main() -> ExitCode {
             runs,
             budget,
             from,
+            shard,
             jobs,
             faults,
             out,
@@ -1250,6 +1256,7 @@ fn main() -> ExitCode {
                 verbose: *verbose,
                 first_index: *from,
                 until: until.clone(),
+                shard: *shard,
             };
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             return match rt.block_on(harness::explore::explore(&req)) {

@@ -261,6 +261,10 @@ mod tests {
         let problems = well_formed(&run);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(well_formed(&fixtures::healthy()).is_empty());
+        // Two samples of one millisecond (a slow poll answered late) are in order.
+        let mut run = fixtures::healthy();
+        run.samples[4].t_ms = run.samples[3].t_ms;
+        assert!(well_formed(&run).is_empty(), "{:?}", well_formed(&run));
     }
 
     #[test]

@@ -281,6 +281,37 @@ mod tests {
     use super::*;
     use crate::checker::fixtures;
 
+    /// Only the named changefeed's maintainers that cannot be the bound
+    /// one count: a healthy one of it does not, nor a removal-only one of
+    /// another changefeed on the same node.
+    #[test]
+    fn unhealthy_maintainers_are_the_changefeed_s_own_broken_ones() {
+        let run = fixtures::healthy();
+        let mut s = run.samples.last().unwrap().clone();
+        let n3 = s
+            .nodes
+            .iter_mut()
+            .find(|n| n.node_id.as_deref() == Some("n3-a"))
+            .unwrap();
+        let mut other = fixtures::maintainer(2, false, true, 1);
+        other.changefeed = "cf2".into();
+        n3.maintainers.push(other);
+        assert_eq!(unhealthy_on(&s, "cf1", "n3-a"), Vec::<String>::new());
+        assert_eq!(unhealthy_on(&s, "cf2", "n3-a").len(), 1);
+        let n3 = s
+            .nodes
+            .iter_mut()
+            .find(|n| n.node_id.as_deref() == Some("n3-a"))
+            .unwrap();
+        n3.maintainers.push(fixtures::maintainer(5, false, true, 1));
+        let found = unhealthy_on(&s, "cf1", "n3-a");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("removal-only maintainer of epoch 5"),
+            "{found:?}"
+        );
+    }
+
     #[test]
     fn passes_when_the_retry_bootstraps() {
         let r = check(&fixtures::healthy());

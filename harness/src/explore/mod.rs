@@ -42,6 +42,20 @@ pub struct ExploreRequest {
     /// Start no run once a finding's signature starts with this (e.g.
     /// `no-broken-maintainer`).
     pub until: Option<String>,
+    /// Only the run indices of this shard (`chaos explore --shard K/N`):
+    /// the runs `--from`/`--runs` name are the whole set, split by
+    /// [`in_shard`].
+    pub shard: Option<crate::shard::Shard>,
+}
+
+/// The scenario name under which `chaos explore` shards its run indices.
+pub const SHARD_NAME: &str = "explore";
+
+/// Whether run `index` of the exploration `(profile, seed)` is in `shard`:
+/// the hash of `chaos run --shard` over (`explore`, profile, the run's seed),
+/// so every index falls in exactly one shard of N.
+pub fn in_shard(shard: crate::shard::Shard, profile: Profile, seed: u64, index: u64) -> bool {
+    crate::shard::contains(shard, SHARD_NAME, profile.as_str(), run_seed(seed, index))
 }
 
 /// The seed of run `index`'s workload and `any` choices.
@@ -137,9 +151,15 @@ pub async fn explore(req: &ExploreRequest) -> Result<ExploreSummary> {
     loop {
         let budget_left = req.budget.is_none_or(|b| t0.elapsed() < b) && !found;
         while set.len() < req.jobs && budget_left && last.is_none_or(|l| next < l) {
-            let r = req.clone();
             let index = next;
             next += 1;
+            if req
+                .shard
+                .is_some_and(|sh| !in_shard(sh, req.profile, req.seed, index))
+            {
+                continue;
+            }
+            let r = req.clone();
             eprintln!(
                 "==> run {index} started ({:.1} min in)",
                 t0.elapsed().as_secs_f64() / 60.0
@@ -248,4 +268,33 @@ pub fn recheck(out: &Path) -> Result<ExploreSummary> {
         .collect();
     write_summary(out, &summary, &runs)?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod shard_tests {
+    use super::*;
+
+    /// Every run index of an exploration falls in exactly one shard of N,
+    /// and the shards are not empty.
+    #[test]
+    fn every_run_index_is_in_exactly_one_shard() {
+        for n in 1..=5u32 {
+            let mut sizes = vec![0; n as usize];
+            for index in 0..400 {
+                let holders: Vec<u32> = (1..=n)
+                    .filter(|&k| {
+                        in_shard(
+                            crate::shard::Shard { index: k, count: n },
+                            Profile::Hardened,
+                            20261205,
+                            index,
+                        )
+                    })
+                    .collect();
+                assert_eq!(holders.len(), 1, "index {index} of {n} shards: {holders:?}");
+                sizes[holders[0] as usize - 1] += 1;
+            }
+            assert!(sizes.iter().all(|&c| c > 0), "{n} shards: {sizes:?}");
+        }
+    }
 }
