@@ -79,6 +79,10 @@ fn a_removal_survives_a_coordinator_switch() {
         None,
     );
     let now = s.now;
+    assert!(
+        !s.coordinator().is_removing(CF),
+        "nothing is being removed yet"
+    );
     s.coordinator_mut().remove_changefeed(now, CF).unwrap();
     assert!(s.coordinator().is_removing(CF));
     let now = s.now;

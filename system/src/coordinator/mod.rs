@@ -1170,4 +1170,37 @@ mod tests {
         }
         assert!(stops > 0 && keeps > 0, "both behaviours are exercised");
     }
+
+    /// A coordinator-bootstrap answer counts only for the term it answers:
+    /// a late answer to an earlier coordinator (another version) leaves the
+    /// node waited for.
+    #[test]
+    fn a_bootstrap_answer_to_another_term_is_not_this_one_s() {
+        let alive: BTreeSet<NodeId> = ["A".to_string(), "B".to_string()].into();
+        let mut c = Coordinator::new(
+            "A".into(),
+            2,
+            Profile::Hardened,
+            CoordinatorConfig::default(),
+            vec![],
+            alive,
+            0,
+        );
+        let answer = |version| Message::CoordinatorBootstrapResponse {
+            version,
+            statuses: vec![],
+        };
+        c.on_message(10, &"B".to_string(), answer(1));
+        assert!(c.unanswered.contains("B"));
+        assert!(c
+            .bootstrap
+            .as_ref()
+            .is_some_and(|(_, waiting, _)| waiting.contains("B")));
+        c.on_message(20, &"B".to_string(), answer(2));
+        assert!(!c.unanswered.contains("B"));
+        assert!(c
+            .bootstrap
+            .as_ref()
+            .is_none_or(|(_, waiting, _)| !waiting.contains("B")));
+    }
 }
