@@ -8,16 +8,22 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    // The manifest directory of this run, not the one the script was
+    // compiled in: a script built from another checkout sharing the target
+    // directory would otherwise read that checkout's scenarios.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let manifest = Path::new(&manifest);
+    let dir = manifest.join("../scenarios");
     println!("cargo:rerun-if-changed={}", dir.display());
-    let in_make_test =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/catalog.rs"))
-            .unwrap_or_default();
+    let in_make_test = std::fs::read_to_string(manifest.join("tests/catalog.rs"))
+        .expect("harness/tests/catalog.rs, which names the cases make test runs");
     println!("cargo:rerun-if-changed=tests/catalog.rs");
     let selected = selection(&in_make_test);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
+        .unwrap_or_else(|e| panic!("reading the scenarios directory {}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
     files.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "toml"));
     files.sort();
     let mut out = String::new();
