@@ -1171,6 +1171,54 @@ mod tests {
         assert!(stops > 0 && keeps > 0, "both behaviours are exercised");
     }
 
+    /// A coordinator taking office adopts a changefeed's working maintainer
+    /// only when it is of the changefeed's epoch and bootstrapped (where the
+    /// profile checks each): a removal-only maintainer that reports
+    /// `Working` is the seed bug's S3 class, a stale epoch the S4 class.
+    #[test]
+    fn the_bootstrap_adopts_only_a_current_bootstrapped_maintainer() {
+        let adopts = |p: Profile, epoch: u64, bootstrap_done: bool| {
+            let feed = PersistedFeed {
+                id: "cf1".into(),
+                epoch: 2,
+                checkpoint_ts: 100,
+                state: FeedState::Normal,
+                error: None,
+                config: ChangefeedConfig::default(),
+                removing: false,
+            };
+            let alive: BTreeSet<NodeId> = ["A".to_string()].into();
+            let mut c = Coordinator::new(
+                "A".into(),
+                1,
+                p,
+                CoordinatorConfig::default(),
+                vec![feed],
+                alive,
+                0,
+            );
+            let status = MaintainerStatus {
+                bootstrap_done,
+                ..report(epoch, ComponentState::Working)
+            };
+            c.on_message(
+                10,
+                &"A".to_string(),
+                Message::CoordinatorBootstrapResponse {
+                    version: 1,
+                    statuses: vec![status],
+                },
+            );
+            assert!(c.bootstrap.is_none(), "the only node answered");
+            matches!(c.feeds["cf1"].scheduling, Scheduling::Replicating { .. })
+        };
+        assert!(adopts(Profile::Hardened, 2, true));
+        assert!(!adopts(Profile::Hardened, 2, false), "not bootstrapped");
+        assert!(!adopts(Profile::Hardened, 1, true), "a stale epoch");
+        assert!(adopts(Profile::PreFix, 2, false), "pre-fix checks neither");
+        assert!(adopts(Profile::PreFix, 1, true), "pre-fix checks neither");
+    }
+
     /// A coordinator-bootstrap answer counts only for the term it answers:
     /// a late answer to an earlier coordinator (another version) leaves the
     /// node waited for.
