@@ -485,6 +485,7 @@ mod tests {
         assert!(r.is_clean(), "{}", r.summary());
         assert_eq!(r.tables[0].expected, 4);
         assert_eq!(r.tables[0].delivered, 4);
+        assert_eq!(r.tables[0].table, "db.t", "a table's report names it");
     }
 
     #[test]

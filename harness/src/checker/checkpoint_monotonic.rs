@@ -80,6 +80,20 @@ mod tests {
         );
     }
 
+    /// Two observations are the least that can show a direction: they
+    /// judge; one does not.
+    #[test]
+    fn two_observations_judge_and_one_does_not() {
+        let mut run = fixtures::healthy();
+        run.samples.truncate(2);
+        for s in &mut run.samples {
+            s.changefeeds.truncate(1);
+        }
+        assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+        run.samples.truncate(1);
+        assert_eq!(check(&run).verdict, Verdict::Inconclusive);
+    }
+
     #[test]
     fn inconclusive_without_observations() {
         let mut run = fixtures::healthy();

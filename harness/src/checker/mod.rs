@@ -265,6 +265,11 @@ mod tests {
         let mut run = fixtures::healthy();
         run.samples[4].t_ms = run.samples[3].t_ms;
         assert!(well_formed(&run).is_empty(), "{:?}", well_formed(&run));
+        // A fault healed in the millisecond it was injected (an instant
+        // fault) is in order.
+        let mut run = fixtures::healthy();
+        run.faults[0].healed_ms = Some(run.faults[0].injected_ms);
+        assert!(well_formed(&run).is_empty(), "{:?}", well_formed(&run));
     }
 
     #[test]
