@@ -161,6 +161,20 @@ mod tests {
         assert!(r.evidence[0].message.contains("`warning`"), "{r:?}");
     }
 
+    /// Recovering after the deadline is a FAIL, and at the deadline a PASS:
+    /// the bound is what the checker judges.
+    #[test]
+    fn fails_when_recovered_only_after_the_deadline() {
+        let mut run = fixtures::healthy();
+        let ms = run.recovery_ms().expect("the healthy run recovers");
+        assert!(ms > 0, "the fixture recovers some time after its heal");
+        run.bounds.recover_ms = ms;
+        assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+        run.bounds.recover_ms = ms - 1;
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+    }
+
     #[test]
     fn fails_when_normal_but_checkpoint_behind() {
         let mut run = fixtures::healthy();
