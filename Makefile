@@ -164,10 +164,12 @@ nightly-local:
 ## mutants: the mutant matrix. Builds the mutants build (target/mutants, --features mutants) and
 ## its image once, then `chaos mutants`: each mutant against the scenarios that claim it
 ## (catches = [...]), the simulator (MUTANT_SIM_SEEDS) and the unit tier; the control runs in
-## the same invocation. MUTANTS="a b" runs only those, MUTANT_TRIALS=k trials (nightly 10).
+## the same invocation. MUTANTS="a b" runs only those, MUTANT_TRIALS=k trials (nightly 10),
+## MUTANT_ALL_TRIALS=1 every trial of every cell (rates), MUTANT_JOBS=n container runs at once (3).
 MUTANT_TRIALS ?= 3
 MUTANT_SIM_SEEDS ?= 2000
 MUTANTS ?=
+MUTANT_JOBS ?= 3
 mutants: setup
 	@echo "==> cargo build --workspace --bins (the control's image)"
 	@$(CARGO) build --workspace --bins --locked
@@ -178,8 +180,8 @@ mutants: setup
 	@$(CARGO) build --release --locked --target-dir target/mutants -p harness --features mutants --bin chaos
 	@bash scripts/build-system-image.sh target/mutants/debug system-mutants
 	@./target/mutants/release/chaos reap
-	@echo "==> chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
-	@./target/mutants/release/chaos mutants --trials $(MUTANT_TRIALS) --sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
+	@echo "==> chaos mutants -j $(MUTANT_JOBS) --trials $(MUTANT_TRIALS) $(if $(MUTANT_ALL_TRIALS),--all-trials )--sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
+	@./target/mutants/release/chaos mutants -j $(MUTANT_JOBS) --trials $(MUTANT_TRIALS) $(if $(MUTANT_ALL_TRIALS),--all-trials )--sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
 
 ## explore-nightly: SHARD=k/N: shard k of the night's exploration under hardened: of the run
 ## indices 0..EXPLORE_RUNS (default 80) of one exploration whose seed is the night's date

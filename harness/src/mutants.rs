@@ -246,6 +246,49 @@ pub mod matrix {
             _ => return None,
         };
         let d = mutant::sim_compare(sw, profile, control, 0..req.sim_seeds, u64::MAX);
+        Some(sim_cell_of(m, meant, profile, "swarm", d))
+    }
+
+    /// The recorded findings (`system/tests/sim-findings`, each a shrunk
+    /// plan that runs clean since its cause was fixed) under the mutant: a
+    /// finding that comes back detects it, as its fix's predicate switched
+    /// off should make it.
+    fn findings_cell(m: &MatrixMutant, meant: &str, workspace: &Path) -> Option<Cell> {
+        let (sw, profile, control) = match m {
+            MatrixMutant::Switch(s) if s.in_simulator() => (Some(*s), Profile::Fix, Profile::Fix),
+            MatrixMutant::Profile(p) => (None, *p, p.as_str().parse().ok()?),
+            _ => return None,
+        };
+        let plans = recorded_plans(&workspace.join("system/tests/sim-findings"));
+        if plans.is_empty() {
+            return None;
+        }
+        let d = mutant::plans_compare(sw, profile, control, plans);
+        Some(sim_cell_of(m, meant, profile, "sim-findings", d))
+    }
+
+    /// The plans in `dir` (unreadable ones are skipped: the `sim_findings`
+    /// test reads the same files and fails on them).
+    fn recorded_plans(dir: &Path) -> Vec<cdc_system::swarm::Plan> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        paths.retain(|p| p.extension().is_some_and(|e| e == "json"));
+        paths.sort();
+        paths
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .filter_map(|t| serde_json::from_str(&t).ok())
+            .collect()
+    }
+
+    fn sim_cell_of(
+        m: &MatrixMutant,
+        meant: &str,
+        profile: Profile,
+        place: &str,
+        d: mutant::SimDetection,
+    ) -> Cell {
         // A new signature counts for the checker that judges its invariant.
         let meant_hit = d.signatures.keys().any(|sig| {
             let inv = sig.split(':').next().unwrap_or("");
@@ -256,10 +299,10 @@ pub mod matrix {
             (n, true) => (n as u32, 0),
             (n, false) => (0, n as u32),
         };
-        Some(Cell {
+        Cell {
             mutant: m.name(),
             tier: "sim".into(),
-            place: "swarm".into(),
+            place: place.into(),
             profile: profile.to_string(),
             trials: d.seeds as u32,
             detected,
@@ -280,7 +323,7 @@ pub mod matrix {
                 "first seed {:?}; new signatures {:?}",
                 d.first, d.signatures
             ),
-        })
+        }
     }
 
     /// The harness's own checker mutants: their negative fixtures (the
@@ -290,9 +333,9 @@ pub mod matrix {
             std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
                 .current_dir(workspace)
                 .env("CHAOS_MUTANT", m.name())
+                // Not `-q`: a failing test is read from its `test NAME ... FAILED` line.
                 .args([
                     "test",
-                    "-q",
                     "-p",
                     "harness",
                     "--features",
@@ -387,27 +430,40 @@ pub mod matrix {
                 }
             }
         }
+        use futures::StreamExt;
         if req.containers {
-            for (name, base) in &control_pairs {
+            // Controls at most `jobs` at once.
+            let runs = control_pairs.iter().map(|(name, base)| {
                 let sc = catalog.iter().find(|s| &s.name == name).expect("claimed");
-                let run = runner::run(
-                    sc,
-                    *base,
-                    &RunOptions {
-                        progress: Progress::Quiet,
-                        ..RunOptions::default()
-                    },
-                )
+                async move {
+                    let run = runner::run(
+                        sc,
+                        *base,
+                        &RunOptions {
+                            progress: Progress::Quiet,
+                            ..RunOptions::default()
+                        },
+                    )
+                    .await;
+                    let v = run.verdict.unwrap_or(Verdict::Error);
+                    eprintln!("==> control {name} under {base}: {v}");
+                    Control {
+                        place: name.clone(),
+                        profile: base.to_string(),
+                        verdict: v.as_str().into(),
+                    }
+                }
+            });
+            matrix.controls = futures::stream::iter(runs)
+                .buffer_unordered(req.jobs.max(1))
+                .collect()
                 .await;
-                let v = run.verdict.unwrap_or(Verdict::Error);
-                eprintln!("==> control {name} under {base}: {v}");
-                matrix.controls.push(Control {
-                    place: name.clone(),
-                    profile: base.to_string(),
-                    verdict: v.as_str().into(),
-                });
-            }
+            matrix
+                .controls
+                .sort_by(|a, b| (&a.place, &a.profile).cmp(&(&b.place, &b.profile)));
         }
+        // The simulator and unit tiers (CPU only) one mutant after another.
+        let mut cells = Vec::new();
         for m in &mutants {
             let r = row(m);
             eprintln!(
@@ -418,6 +474,14 @@ pub mod matrix {
                 if let Some(c) = sim_cell(req, m, &r.checker) {
                     eprintln!(
                         "    simulator: {}/{} seeds",
+                        c.detected + c.elsewhere,
+                        c.trials
+                    );
+                    matrix.cells.push(c);
+                }
+                if let Some(c) = findings_cell(m, &r.checker, &workspace) {
+                    eprintln!(
+                        "    recorded findings: {}/{} plans",
                         c.detected + c.elsewhere,
                         c.trials
                     );
@@ -434,27 +498,34 @@ pub mod matrix {
                 }
             }
             if req.containers {
-                let claimed: Vec<&Scenario> = catalog
-                    .iter()
-                    .filter(|s| s.catches.contains(&m.name()))
-                    .collect();
-                let mut futs = Vec::new();
-                for sc in claimed {
+                for sc in catalog.iter().filter(|s| s.catches.contains(&m.name())) {
                     if let Some((profile, _)) = profile_for(m, sc) {
-                        futs.push(scenario_cell(req, m, sc, profile, &r.checker));
+                        cells.push((m, sc, profile, r.checker.clone()));
                     }
                 }
-                // At most `jobs` claimed scenarios of one mutant at once.
-                use futures::StreamExt;
-                let done: Vec<Cell> = futures::stream::iter(futs)
-                    .buffer_unordered(req.jobs.max(1))
-                    .collect()
-                    .await;
-                matrix.cells.extend(done);
             }
+        }
+        write(&req.out, &matrix)?;
+        // Every mutant's claimed scenarios: at most `jobs` cells at once
+        // (a cell's trials one after another), the matrix written as each
+        // cell ends.
+        let mut done = futures::stream::iter(
+            cells
+                .iter()
+                .map(|(m, sc, profile, meant)| scenario_cell(req, m, sc, *profile, meant)),
+        )
+        .buffer_unordered(req.jobs.max(1));
+        while let Some(cell) = done.next().await {
+            matrix.cells.push(cell);
             matrix.wall_ms = t0.elapsed().as_millis() as u64;
             write(&req.out, &matrix)?;
         }
+        let order = |name: &str| matrix.rows.iter().position(|r| r.mutant == name);
+        let mut cells = std::mem::take(&mut matrix.cells);
+        cells.sort_by(|a, b| {
+            (order(&a.mutant), &a.tier, &a.place).cmp(&(order(&b.mutant), &b.tier, &b.place))
+        });
+        matrix.cells = cells;
         matrix.wall_ms = t0.elapsed().as_millis() as u64;
         write(&req.out, &matrix)?;
         Ok(matrix)

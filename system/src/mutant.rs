@@ -39,7 +39,7 @@ pub enum Mutant {
     #[strum(message = "coordinator | canary: checkpoints never advance | recovers")]
     CanaryFrozenCheckpoint,
     #[strum(
-        message = "coordinator | a node that left keeps its changefeeds: they are never rescheduled (TiCDC #1340-style stuck changefeed on a dead capture) | recovers"
+        message = "coordinator | a node that left keeps its changefeeds: they are never rescheduled (TiCDC #1340-style stuck changefeed on a dead capture): the coordinator calls them replicating on a node that is gone | no-broken-maintainer"
     )]
     CoordinatorKeepsDepartedNodes,
     #[strum(
@@ -279,33 +279,72 @@ pub fn sim_compare(
         if d.detected >= enough {
             break;
         }
-        d.seeds += 1;
-        let base = crate::swarm::Plan::generate(seed, control);
-        let control: std::collections::BTreeSet<String> = crate::swarm::run(&base)
-            .findings
-            .iter()
-            .map(|f| f.signature())
-            .collect();
-        let mutated = crate::swarm::Plan {
-            mutant: m,
-            profile,
-            ..base
+        d.add(
+            seed,
+            new_signatures(crate::swarm::Plan::generate(seed, control), m, profile),
+        );
+    }
+    d
+}
+
+/// As [`sim_compare`] over recorded plans (the shrunk findings of
+/// `system/tests/sim-findings`) instead of generated ones: each runs under
+/// `control` as recorded and under `profile` with `m`.
+pub fn plans_compare(
+    m: Option<Mutant>,
+    profile: crate::profile::Profile,
+    control: crate::profile::Profile,
+    plans: impl IntoIterator<Item = crate::swarm::Plan>,
+) -> SimDetection {
+    let mut d = SimDetection::default();
+    for plan in plans {
+        let seed = plan.seed;
+        let base = crate::swarm::Plan {
+            profile: control,
+            mutant: None,
+            ..plan
         };
-        let new: std::collections::BTreeSet<String> = crate::swarm::run(&mutated)
-            .findings
-            .iter()
-            .map(|f| f.signature())
-            .filter(|s| !control.contains(s))
-            .collect();
+        d.add(seed, new_signatures(base, m, profile));
+    }
+    d
+}
+
+impl SimDetection {
+    fn add(&mut self, seed: u64, new: std::collections::BTreeSet<String>) {
+        self.seeds += 1;
         if !new.is_empty() {
-            d.detected += 1;
-            d.first.get_or_insert(seed);
+            self.detected += 1;
+            self.first.get_or_insert(seed);
             for s in new {
-                *d.signatures.entry(s).or_insert(0) += 1;
+                *self.signatures.entry(s).or_insert(0) += 1;
             }
         }
     }
-    d
+}
+
+/// The findings of `base` run under `profile` with `m` that `base` itself
+/// does not show.
+fn new_signatures(
+    base: crate::swarm::Plan,
+    m: Option<Mutant>,
+    profile: crate::profile::Profile,
+) -> std::collections::BTreeSet<String> {
+    let control: std::collections::BTreeSet<String> = crate::swarm::run(&base)
+        .findings
+        .iter()
+        .map(|f| f.signature())
+        .collect();
+    let mutated = crate::swarm::Plan {
+        mutant: m,
+        profile,
+        ..base
+    };
+    crate::swarm::run(&mutated)
+        .findings
+        .iter()
+        .map(|f| f.signature())
+        .filter(|s| !control.contains(s))
+        .collect()
 }
 
 /// The simulator tier of the matrix (`make test` runs it): every mutant the

@@ -224,7 +224,8 @@ enum Cmd {
         /// Run every cell's trials even after a detection (for rates).
         #[arg(long)]
         all_trials: bool,
-        /// Claimed scenarios of one mutant at once.
+        /// Container runs at once: the controls, then the claimed-scenario
+        /// cells of every mutant (a cell's trials run one after another).
         #[arg(short = 'j', long, default_value_t = 2)]
         jobs: usize,
         /// Simulator seeds per mutant.
