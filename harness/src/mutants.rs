@@ -191,6 +191,14 @@ pub mod matrix {
                     MatrixMutant::Switch(s) => Some(s.name().to_string()),
                     MatrixMutant::Profile(_) => None,
                 },
+                // Stop early only once the meant checker has settled too, so
+                // another checker's earlier FAIL does not hide whether it
+                // would have caught the mutant.
+                awaited: if meant == ANY || meant == "unit-tier" {
+                    Vec::new()
+                } else {
+                    vec![meant.to_string()]
+                },
                 ..RunOptions::default()
             };
             let run = runner::run(sc, profile, &opts).await;

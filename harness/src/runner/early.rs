@@ -21,13 +21,15 @@ pub enum Settle {
 }
 
 /// Judges `so_far` at `now_ms`; `fault_ahead` says whether a fault is still
-/// open or a step ahead touches one.
+/// open or a step ahead touches one; `awaited` are checkers to wait for
+/// besides the ones the scenario expects to fail.
 pub fn judge(
     so_far: &Run,
     sc: &Scenario,
     profile: Profile,
     fault_ahead: bool,
     now_ms: u64,
+    awaited: &[String],
 ) -> Settle {
     let fails = checker::settled(so_far, fault_ahead);
     let Some(first) = fails.first().cloned() else {
@@ -39,6 +41,7 @@ pub fn judge(
     };
     if let Some(c) = expected
         .iter()
+        .chain(awaited)
         .find(|c| !fails.iter().any(|f| &f.checker == *c))
     {
         return Settle::Awaiting {
@@ -56,4 +59,36 @@ pub fn judge(
         cause: first.checker,
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::fixtures;
+
+    fn seed_scenario() -> Scenario {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios/stale-cascade-remove.toml");
+        crate::scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A settled FAIL stops the run unless a checker it waits for (here the
+    /// mutant matrix's meant checker) has not failed yet.
+    #[test]
+    fn an_early_stop_waits_for_the_awaited_checkers() {
+        let (sc, run) = (seed_scenario(), fixtures::seed_bug());
+        let stop = judge(&run, &sc, Profile::Fix, false, 1, &[]);
+        assert!(matches!(stop, Settle::Stop(_)), "{stop:?}");
+        let awaited = vec!["single-coordinator".to_string()];
+        let wait = judge(&run, &sc, Profile::Fix, false, 1, &awaited);
+        assert!(
+            matches!(&wait, Settle::Awaiting { expected, .. } if expected == "single-coordinator"),
+            "{wait:?}"
+        );
+        let met = vec!["no-broken-maintainer".to_string()];
+        assert!(matches!(
+            judge(&run, &sc, Profile::Fix, false, 1, &met),
+            Settle::Stop(_)
+        ));
+    }
 }

@@ -306,6 +306,7 @@ impl<'a> Runner<'a> {
             self.profile,
             fault_ahead,
             self.w.clock.now_ms(),
+            &self.opts.awaited,
         ) {
             early::Settle::Open => false,
             early::Settle::Awaiting { failing, expected } => {

@@ -18,6 +18,10 @@ pub struct RunOptions {
     pub replay: Option<Replay>,
     /// A bug switch on in every node (the mutant matrix; the mutants image).
     pub mutant: Option<String>,
+    /// Checkers an early stop also waits for, as for the checkers a
+    /// scenario expects to fail (the mutant matrix: the mutant's meant
+    /// checker, so a FAIL that settles first does not hide it).
+    pub awaited: Vec<String>,
 }
 
 /// What a replay takes from the recorded run (`chaos run --dir RUN_DIR`).
@@ -51,6 +55,7 @@ impl Default for RunOptions {
             mode: RunMode::Early,
             replay: None,
             mutant: None,
+            awaited: Vec::new(),
         }
     }
 }
