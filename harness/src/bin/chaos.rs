@@ -757,6 +757,7 @@ fn run_cmd(req: RunRequest) -> ExitCode {
                     mode,
                     replay: replay.clone(),
                     mutant: None,
+                    awaited: Vec::new(),
                 };
                 set.spawn(async move {
                     let run = harness::runner::run(&s, p, &opts).await;
