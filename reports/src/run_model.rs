@@ -211,6 +211,13 @@ pub enum StepOutcome {
     },
     /// Not run (the timeline was aborted before it).
     Skipped,
+    /// A user's operation the system declined for its whole timeout with a
+    /// "retry later" answer (a move while the changefeed is not
+    /// replicating): not exercised, so the run is INCONCLUSIVE, not an
+    /// ERROR; the timeline goes on, as a user would.
+    Refused {
+        message: String,
+    },
     /// Cut short: the run's verdict was settled while the step was under way
     /// (an `early` run, see [`RunMeta::stopped_early`]).
     Interrupted,

@@ -28,6 +28,26 @@ pub fn check(run: &Run) -> CheckResult {
             failed,
         );
     }
+    let refused: Vec<_> = run
+        .steps
+        .iter()
+        .filter_map(|s| match &s.outcome {
+            StepOutcome::Refused { message } => Some(at(
+                s.started_ms,
+                format!("step {} ({}) was declined: {message}", s.index, s.action),
+            )),
+            _ => None,
+        })
+        .collect();
+    if !refused.is_empty() {
+        let n = refused.len();
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            format!("{n} operation(s) declined by the system, so not exercised"),
+            refused,
+        );
+    }
     let toothless: Vec<_> = run
         .faults
         .iter()
@@ -91,5 +111,18 @@ mod tests {
             message: "toxiproxy 500".into(),
         };
         assert_eq!(check(&run).verdict, Verdict::Error);
+    }
+
+    /// An operation the system declined is not a harness error, and the run
+    /// did not exercise it: INCONCLUSIVE.
+    #[test]
+    fn inconclusive_when_the_system_declined_an_operation() {
+        let mut run = fixtures::healthy();
+        run.steps[0].outcome = StepOutcome::Refused {
+            message: "cf1 is not replicating; retry later".into(),
+        };
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+        assert!(r.evidence[0].message.contains("declined"), "{r:?}");
     }
 }

@@ -577,9 +577,7 @@ fn triggers_of(inject: &str, cf: &str, start: u64, end: u64) -> Vec<(Trigger, u6
     }
     // A held Kafka write fails once the write timeout passes: only a window
     // longer than it sets off the warning.
-    if has("link = \"kafka\"")
-        && has("\"timeout\"")
-        && end > start + KAFKA_WRITE_TIMEOUT_MS + 1_000
+    if has("link = \"kafka\"") && has("\"timeout\"") && end > start + KAFKA_WRITE_TIMEOUT_MS + 1_000
     {
         out.push((Trigger::Warning, start + KAFKA_WRITE_TIMEOUT_MS, cf.clone()));
     }

@@ -935,6 +935,14 @@ impl<'a> Runner<'a> {
         if let Some(why) = &taken.no_op {
             self.say(format_args!("  nothing to do: {why}"));
         }
+        if let Some(message) = taken.refused {
+            self.say(format_args!("  declined by the system: {message}"));
+            return Ok(StepDone {
+                outcome: StepOutcome::Refused { message },
+                target,
+                effects: Vec::new(),
+            });
+        }
         Ok(StepDone {
             target,
             ..StepDone::done()

@@ -70,6 +70,9 @@ pub struct Taken {
     pub tries: u32,
     /// Set when the request had nothing to do (why).
     pub no_op: Option<String>,
+    /// Set when every node answered "retry later" (a 5xx with an error
+    /// body) until the timeout: the system declined it (the last answer).
+    pub refused: Option<String>,
 }
 
 /// Sends `req` until a node takes it.
@@ -78,6 +81,7 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
     let mut tries = 0;
     loop {
         let mut last = String::from("no node answered");
+        let mut declined = false;
         for slot in order(w).await {
             tries += 1;
             let Ok(node) = w.cluster.node(slot) else {
@@ -86,7 +90,13 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
             let url = format!("{}{}", node.api, req.path());
             match req.build(w.probe.http(), url).send().await {
                 Err(e) => last = format!("node {slot}: {e}"),
-                Ok(resp) if resp.status().is_success() => return Ok(Taken { tries, no_op: None }),
+                Ok(resp) if resp.status().is_success() => {
+                    return Ok(Taken {
+                        tries,
+                        no_op: None,
+                        refused: None,
+                    })
+                }
                 Ok(resp) => {
                     let status = resp.status();
                     let why = match resp.json::<ApiError>().await {
@@ -97,14 +107,27 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
                         return Ok(Taken {
                             tries,
                             no_op: Some(why),
+                            refused: None,
                         });
                     }
                     if status.is_client_error() {
                         bail!("{req:?} refused by node {slot}: {status} {why}");
                     }
+                    declined = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+                        && why.contains("retry later");
                     last = format!("node {slot}: {status} {why}");
                 }
             }
+        }
+        if started.elapsed() >= req.timeout() && declined {
+            return Ok(Taken {
+                tries,
+                no_op: None,
+                refused: Some(format!(
+                    "{req:?} declined for {} s ({tries} tries); last: {last}",
+                    req.timeout().as_secs()
+                )),
+            });
         }
         if started.elapsed() >= req.timeout() {
             bail!(
