@@ -256,8 +256,8 @@ fn view(i: usize, run: &Run) -> RunView {
                         format!("failed: {message}")
                     }
                     crate::run_model::StepOutcome::Skipped => "skipped".into(),
-                    crate::run_model::StepOutcome::Refused { message } => {
-                        format!("refused by the system: {message}")
+                    crate::run_model::StepOutcome::NotExercised { message } => {
+                        format!("not exercised: {message}")
                     }
                     crate::run_model::StepOutcome::Interrupted => {
                         "interrupted (verdict settled)".into()

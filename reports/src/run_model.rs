@@ -211,11 +211,14 @@ pub enum StepOutcome {
     },
     /// Not run (the timeline was aborted before it).
     Skipped,
-    /// A user's operation the system declined for its whole timeout with a
-    /// "retry later" answer (a move while the changefeed is not
-    /// replicating): not exercised, so the run is INCONCLUSIVE, not an
-    /// ERROR; the timeline goes on, as a user would.
-    Refused {
+    /// The system's state kept the step from being exercised: a user's
+    /// operation declined with "retry later" for its whole timeout (a move
+    /// while the changefeed is not replicating), or a role target no node
+    /// held within the resolve wait (no dispatchers of a changefeed under a
+    /// partition), and the heal of a fault so never placed. Not a harness
+    /// error: the run is INCONCLUSIVE unless a checker fails, and the
+    /// timeline goes on, as a user would.
+    NotExercised {
         message: String,
     },
     /// Cut short: the run's verdict was settled while the step was under way

@@ -32,9 +32,12 @@ pub fn check(run: &Run) -> CheckResult {
         .steps
         .iter()
         .filter_map(|s| match &s.outcome {
-            StepOutcome::Refused { message } => Some(at(
+            StepOutcome::NotExercised { message } => Some(at(
                 s.started_ms,
-                format!("step {} ({}) was declined: {message}", s.index, s.action),
+                format!(
+                    "step {} ({}) was not exercised: {message}",
+                    s.index, s.action
+                ),
             )),
             _ => None,
         })
@@ -44,7 +47,7 @@ pub fn check(run: &Run) -> CheckResult {
         return result(
             NAME,
             Verdict::Inconclusive,
-            format!("{n} operation(s) declined by the system, so not exercised"),
+            format!("{n} step(s) the system's state kept from being exercised"),
             refused,
         );
     }
@@ -118,11 +121,11 @@ mod tests {
     #[test]
     fn inconclusive_when_the_system_declined_an_operation() {
         let mut run = fixtures::healthy();
-        run.steps[0].outcome = StepOutcome::Refused {
+        run.steps[0].outcome = StepOutcome::NotExercised {
             message: "cf1 is not replicating; retry later".into(),
         };
         let r = check(&run);
         assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
-        assert!(r.evidence[0].message.contains("declined"), "{r:?}");
+        assert!(r.evidence[0].message.contains("not exercised"), "{r:?}");
     }
 }

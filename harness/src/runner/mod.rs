@@ -207,6 +207,8 @@ struct Runner<'a> {
     /// Faults a scale-in settled before its node left (their heal steps
     /// have nothing left to do).
     settled: std::collections::HashSet<String>,
+    /// Faults whose target no node held: their heals have nothing to do.
+    unplaced: std::collections::HashSet<String>,
 }
 
 impl<'a> Runner<'a> {
@@ -259,6 +261,7 @@ impl<'a> Runner<'a> {
             start_ts: 0,
             removed_feeds: HashMap::new(),
             settled: Default::default(),
+            unplaced: Default::default(),
         };
         if let Err(e) = r.prepare().await {
             let Runner { w, run, .. } = r;
@@ -395,6 +398,18 @@ impl<'a> Runner<'a> {
             let id = step.id.clone().unwrap_or_else(|| format!("step-{index}"));
             let done = match self.step(&id, &step.kind).await {
                 Ok(d) => d,
+                Err(e) if e.downcast_ref::<TargetAbsent>().is_some() => {
+                    self.say(format_args!("  not exercised: {e:#}"));
+                    if step.kind.is_fault() {
+                        self.unplaced.insert(id.clone());
+                    }
+                    StepDone {
+                        outcome: StepOutcome::NotExercised {
+                            message: format!("{e:#}"),
+                        },
+                        ..StepDone::done()
+                    }
+                }
                 Err(e) => {
                     self.say(format_args!("  step failed: {e:#}"));
                     StepDone {
@@ -646,11 +661,11 @@ impl<'a> Runner<'a> {
             None => {
                 let v = self.w.view().await;
                 let why = self.resolver().resolve(&v, target).err();
-                Err(anyhow!(
-                    "resolving target `{target}` for {} s: {}",
+                Err(anyhow::Error::new(TargetAbsent(format!(
+                    "no node held target `{target}` for {} s: {}",
                     RESOLVE_TIMEOUT.as_secs(),
                     why.map(|e| format!("{e:#}")).unwrap_or_default()
-                ))
+                ))))
             }
         }
     }
@@ -766,6 +781,14 @@ impl<'a> Runner<'a> {
                         "  `{fault}` was settled when its node was removed; nothing to heal"
                     ));
                     return Ok(StepDone::done());
+                }
+                if self.unplaced.contains(fault) {
+                    return Ok(StepDone {
+                        outcome: StepOutcome::NotExercised {
+                            message: format!("`{fault}` was never placed; nothing to heal"),
+                        },
+                        ..StepDone::done()
+                    });
                 }
                 let effects = self.heal(fault).await?;
                 Ok(StepDone {
@@ -938,7 +961,7 @@ impl<'a> Runner<'a> {
         if let Some(message) = taken.refused {
             self.say(format_args!("  declined by the system: {message}"));
             return Ok(StepDone {
-                outcome: StepOutcome::Refused { message },
+                outcome: StepOutcome::NotExercised { message },
                 target,
                 effects: Vec::new(),
             });
@@ -1099,3 +1122,16 @@ pub fn meets_expectation(sc: &Scenario, profile: Profile, run: &Run) -> (bool, S
         Err(why) => (false, why),
     }
 }
+
+/// A role target no node held within [`RESOLVE_TIMEOUT`]: the system's
+/// state, not the harness, kept its step from being exercised.
+#[derive(Debug)]
+pub struct TargetAbsent(pub String);
+
+impl std::fmt::Display for TargetAbsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TargetAbsent {}
