@@ -666,6 +666,14 @@ fn draw_conditional(
         }
         Family::Message => {
             for kind in MessageKind::iter() {
+                // The sender of an election's bootstrap requests is the new
+                // coordinator, which no role names before the election: a
+                // fault on `coordinator` lands on the old one and never bites
+                // (explore fix seed 5 runs 6 and 16). The answers, sent by
+                // every maintainer's node, stay.
+                if kind == MessageKind::CoordinatorBootstrapRequest {
+                    continue;
+                }
                 if let Some(needs) = message_needs(kind) {
                     let target = crate::swarm::sender_of(&kind.to_string(), "{cf}");
                     let (name, value, what) = message_fault(rng, kind, &target);
@@ -1157,6 +1165,37 @@ mod tests {
         }
         // Faults are drawn (not every draw fails to place).
         assert!(faults > 400 * 3 * 2, "{faults}");
+    }
+
+    /// Two draws that could not bite or could not heal are never made: a
+    /// fault on the election's bootstrap requests (their sender is not yet
+    /// named), and a Kafka latency a client times out under (Toxiproxy then
+    /// cannot remove the toxic).
+    #[test]
+    fn no_draw_that_cannot_bite_or_cannot_heal() {
+        let mut latencies = 0;
+        for seed in 0..400u64 {
+            let g = generate(&spec(seed, seed % 11, Profile::Fix));
+            assert!(
+                !g.toml.contains("CoordinatorBootstrapRequest"),
+                "seed {seed}:\n{}",
+                g.toml
+            );
+            for l in g.toml.lines().filter(|l| l.contains("type = \"latency\"")) {
+                latencies += 1;
+                let ms: u64 = l
+                    .split("latency = ")
+                    .nth(1)
+                    .and_then(|r| r.split(',').next())
+                    .and_then(|n| n.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("seed {seed}: {l}"));
+                assert!(ms <= KAFKA_WRITE_TIMEOUT_MS / 2 - 500, "seed {seed}: {l}");
+            }
+        }
+        assert!(
+            latencies > 20,
+            "latency toxics are still drawn: {latencies}"
+        );
     }
 
     #[test]
