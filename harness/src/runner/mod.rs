@@ -373,12 +373,26 @@ impl<'a> Runner<'a> {
         let steps = self.sc.steps.clone();
         let total = steps.len();
         let mut aborted = false;
+        // How late the timeline runs: a step reached after its `at` (an
+        // earlier step took longer, a graceful node removal's 8 s) moves
+        // every later `at` by as much, so fault windows keep their lengths
+        // and spacing instead of shrinking to nothing.
+        let mut late = Duration::ZERO;
         for (index, step) in steps.iter().enumerate() {
             self.next_step = index;
             if let (false, Some(at)) = (aborted, step.at) {
+                let at = at + late;
                 let now = Duration::from_millis(self.w.clock.now_ms());
-                if at > now && self.sleep(at - now).await {
-                    aborted = true;
+                if at > now {
+                    if self.sleep(at - now).await {
+                        aborted = true;
+                    }
+                } else if now - at > Duration::from_millis(500) {
+                    self.say(format_args!(
+                        "  {:.1} s behind the timeline: later steps move by as much",
+                        (now - at).as_secs_f64()
+                    ));
+                    late += now - at;
                 }
             }
             if !aborted && self.settled() {
