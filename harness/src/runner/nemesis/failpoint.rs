@@ -60,16 +60,28 @@ pub async fn set(w: &World, slot: Slot, name: &str, term: &str) -> Result<()> {
     Ok(())
 }
 
+/// Clears failpoint `name` on `slot`. A node that refuses connections for
+/// all of [`NODE_BACK`] runs no process that could hold the failpoint (one
+/// cut off etcd is not started again until it reaches etcd; explore fix
+/// seed 5 run 99): a failpoint lives in its process's memory, so it is gone.
 pub async fn clear(w: &World, slot: Slot, name: &str) -> Result<()> {
     let api = api(w, slot)?;
-    send_while_restarting(|| {
+    match send_while_restarting(|| {
         w.probe
             .http()
             .delete(format!("{api}/debug/failpoints/{name}"))
     })
     .await
-    .with_context(|| format!("clearing failpoint {name} on node {slot}"))?;
-    Ok(())
+    {
+        Err(e) if e.is_connect() => {
+            tracing::info!(node = %slot, failpoint = name, "node not running; its failpoint went with its process");
+            Ok(())
+        }
+        r => {
+            r.with_context(|| format!("clearing failpoint {name} on node {slot}"))?;
+            Ok(())
+        }
+    }
 }
 
 /// Hits of failpoint `name` on `slot` (`None` when the node does not answer).
