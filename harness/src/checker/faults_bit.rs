@@ -9,17 +9,20 @@ use crate::run_model::{CheckResult, Run, StepOutcome, Verdict};
 pub const NAME: &str = "faults-bit";
 
 pub fn check(run: &Run) -> CheckResult {
-    let failed: Vec<_> = run
-        .steps
-        .iter()
-        .filter_map(|s| match &s.outcome {
-            StepOutcome::Failed { message } => Some(at(
-                s.started_ms,
-                format!("step {} ({}) failed: {message}", s.index, s.action),
-            )),
-            _ => None,
-        })
-        .collect();
+    // Evidence for every step whose outcome `what` describes.
+    let steps = |what: &dyn Fn(&StepOutcome) -> Option<String>| -> Vec<_> {
+        run.steps
+            .iter()
+            .filter_map(|s| {
+                what(&s.outcome)
+                    .map(|w| at(s.started_ms, format!("step {} ({}) {w}", s.index, s.action)))
+            })
+            .collect()
+    };
+    let failed = steps(&|o| match o {
+        StepOutcome::Failed { message } => Some(format!("failed: {message}")),
+        _ => None,
+    });
     if !failed.is_empty() {
         return result(
             NAME,
@@ -28,20 +31,10 @@ pub fn check(run: &Run) -> CheckResult {
             failed,
         );
     }
-    let refused: Vec<_> = run
-        .steps
-        .iter()
-        .filter_map(|s| match &s.outcome {
-            StepOutcome::NotExercised { message } => Some(at(
-                s.started_ms,
-                format!(
-                    "step {} ({}) was not exercised: {message}",
-                    s.index, s.action
-                ),
-            )),
-            _ => None,
-        })
-        .collect();
+    let refused = steps(&|o| match o {
+        StepOutcome::NotExercised { message } => Some(format!("was not exercised: {message}")),
+        _ => None,
+    });
     if !refused.is_empty() {
         let n = refused.len();
         return result(
