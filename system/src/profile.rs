@@ -70,9 +70,6 @@ pub enum Predicate {
     /// Coordinator bootstrap adopts only maintainers that report
     /// `BootstrapDone` (§4.6-3); others are stopped and rescheduled.
     CoordinatorBootstrapRequiresBootstrapDone,
-    /// Reports whose checkpoint regresses still have their errors processed
-    /// (TiCDC #5424); before, the whole report was dropped (F7).
-    ErrorsSurviveCheckpointRegression,
     /// Dispatcher managers close only for their current (maintainer, epoch)
     /// owner; stale closers get an ACK without effect (§4.6-5).
     CloseRequiresOwner,
@@ -82,16 +79,6 @@ pub enum Predicate {
     /// checkpoint; before, the half-closed manager was reused and never
     /// advanced again (found by `chaos sim`, seed 4775).
     BootstrapReopensClosingManager,
-    /// A maintainer's report of `Stopped` that no operator asked for puts
-    /// its changefeed back to scheduling; before, the changefeed stayed
-    /// bound to a maintainer that was gone.
-    StoppedReportsReschedule,
-    /// A bootstrapping coordinator decides on current answers: a status
-    /// that arrives after a node's answer replaces it, and the answers of a
-    /// node that left are dropped; before, a changefeed was adopted on a
-    /// maintainer that had stopped meanwhile (found by `chaos sim`, seed
-    /// 256) or on a node that had already left (seed 25459).
-    BootstrapAnswersStayCurrent,
     /// At bootstrap, a changefeed whose reported maintainer was not adopted
     /// is scheduled only after that maintainer stopped: a stop operator
     /// (re-sent until the node reports it stopped or leaves) replaces the
@@ -220,12 +207,6 @@ impl Profile {
         self.has(Predicate::CoordinatorBootstrapRequiresBootstrapDone)
     }
 
-    /// Reports whose checkpoint regresses still have their errors processed
-    /// (TiCDC #5424); before, the whole report was dropped (F7).
-    pub fn errors_survive_checkpoint_regression(self) -> bool {
-        self.has(Predicate::ErrorsSurviveCheckpointRegression)
-    }
-
     /// Dispatcher managers close only for their current (maintainer, epoch)
     /// owner; stale closers get an ACK without effect (§4.6-5).
     pub fn close_requires_owner(self) -> bool {
@@ -239,22 +220,6 @@ impl Profile {
     /// advanced again (found by `chaos sim`, seed 4775).
     pub fn bootstrap_reopens_closing_manager(self) -> bool {
         self.has(Predicate::BootstrapReopensClosingManager)
-    }
-
-    /// A maintainer's report of `Stopped` that no operator asked for puts
-    /// its changefeed back to scheduling; before, the changefeed stayed
-    /// bound to a maintainer that was gone.
-    pub fn stopped_reports_reschedule(self) -> bool {
-        self.has(Predicate::StoppedReportsReschedule)
-    }
-
-    /// A bootstrapping coordinator decides on current answers: a status
-    /// that arrives after a node's answer replaces it, and the answers of a
-    /// node that left are dropped; before, a changefeed was adopted on a
-    /// maintainer that had stopped meanwhile (found by `chaos sim`, seed
-    /// 256) or on a node that had already left (seed 25459).
-    pub fn bootstrap_answers_stay_current(self) -> bool {
-        self.has(Predicate::BootstrapAnswersStayCurrent)
     }
 
     /// At bootstrap, a changefeed whose reported maintainer was not adopted

@@ -132,15 +132,6 @@ impl Changefeed {
     }
 }
 
-/// Whether report `new` of a maintainer is later news than `old` of the
-/// same changefeed on the same node: a maintainer never leaves `Stopped`,
-/// so a `Working` report of an epoch already seen stopped is a late copy.
-fn supersedes(new: &MaintainerStatus, old: &MaintainerStatus) -> bool {
-    new.epoch > old.epoch
-        || (new.epoch == old.epoch
-            && !(old.state == ComponentState::Stopped && new.state != ComponentState::Stopped))
-}
-
 /// An unfinished coordinator bootstrap: (started at, nodes still to
 /// answer, the maintainers reported so far with their node).
 type BootstrapState = (u64, BTreeSet<NodeId>, Vec<(NodeId, MaintainerStatus)>);
@@ -458,18 +449,6 @@ impl Coordinator {
     pub fn on_message(&mut self, now: u64, from: &NodeId, msg: Message) {
         match msg {
             Message::MaintainerStatuses { statuses } => {
-                if let (Some((_, _, answers)), true) = (
-                    &mut self.bootstrap,
-                    self.profile.bootstrap_answers_stay_current(),
-                ) {
-                    for s in &statuses {
-                        for (n, a) in answers.iter_mut() {
-                            if n == from && a.changefeed == s.changefeed && supersedes(s, a) {
-                                *a = s.clone();
-                            }
-                        }
-                    }
-                }
                 for s in statuses {
                     self.on_status(now, from, s);
                 }
@@ -704,15 +683,17 @@ impl Coordinator {
             return;
         }
         c.last_report_ms = now;
-        let replicating = matches!(c.scheduling, Scheduling::Replicating { .. });
         let lower_taken = self.faults.mutant(Mutant::CoordinatorTakesLowerCheckpoint);
         let regressed = s.checkpoint_ts < c.info.checkpoint_ts && !lower_taken;
-        if regressed && !profile.errors_survive_checkpoint_regression() {
-            return; // F7: the whole report is dropped
+        if regressed {
+            // F7: the whole report is dropped. Under `hardened` no report
+            // that passed the epoch check above regresses (a maintainer
+            // starts from the coordinator's checkpoint and its own never goes
+            // back), so TiCDC #5424's "errors survive" has nothing to act on.
+            return;
         }
         let frozen = self.faults.mutant(Mutant::CanaryFrozenCheckpoint);
-        if !regressed
-            && (s.checkpoint_ts > c.info.checkpoint_ts || lower_taken)
+        if (s.checkpoint_ts > c.info.checkpoint_ts || lower_taken)
             && !frozen
             && !self.faults.hit(Failpoint::DontUpdateCheckpoint)
         {
@@ -735,25 +716,7 @@ impl Coordinator {
                 self.log(now, m);
             }
         }
-        let unasked = profile.stopped_reports_reschedule()
-            && s.state == ComponentState::Stopped
-            && replicating
-            && !self.operators.contains_key(&cf);
-        if unasked {
-            // Nothing is left to stop: an error only delays the retry.
-            if let Some(c) = self.feeds.get_mut(&cf) {
-                let mut retry_at_ms = now;
-                if let Some(err) = s.errors.first() {
-                    c.info.state = FeedState::Warning;
-                    c.info.error = Some(err.clone());
-                    retry_at_ms += c.backoff.next_ms();
-                }
-                c.scheduling = Scheduling::Absent { retry_at_ms };
-            }
-            let m =
-                format!("changefeed {cf}: its maintainer on {from} stopped unasked; scheduling");
-            self.log(now, m);
-        } else if let Some(err) = s.errors.first().cloned() {
+        if let Some(err) = s.errors.first().cloned() {
             self.on_error(now, &cf, err);
         }
     }
@@ -823,13 +786,9 @@ impl Coordinator {
                 },
             );
         }
-        let current = self.profile.bootstrap_answers_stay_current();
-        if let Some((_, waiting, answers)) = &mut self.bootstrap {
+        if let Some((_, waiting, _)) = &mut self.bootstrap {
             for g in &gone {
                 waiting.remove(g);
-            }
-            if current {
-                answers.retain(|(n, _)| !gone.contains(n));
             }
         }
         self.try_finish_bootstrap(now, false);
@@ -984,33 +943,6 @@ mod tests {
         }
     }
 
-    /// Which of two reports of one maintainer slot is the news: a later
-    /// epoch always; within an epoch, anything but a `Working` that follows
-    /// a `Stopped` (a maintainer never leaves `Stopped`, so that is a late
-    /// copy).
-    #[test]
-    fn a_report_supersedes_by_epoch_then_by_the_stop() {
-        use ComponentState::{Stopped, Working};
-        let cases = [
-            // (new, old, supersedes)
-            ((2, Working), (1, Stopped), true),
-            ((2, Stopped), (1, Working), true),
-            ((1, Working), (2, Working), false),
-            ((1, Stopped), (2, Working), false),
-            ((1, Working), (1, Working), true),
-            ((1, Stopped), (1, Working), true),
-            ((1, Stopped), (1, Stopped), true),
-            ((1, Working), (1, Stopped), false),
-        ];
-        for ((ne, ns), (oe, os), want) in cases {
-            assert_eq!(
-                supersedes(&report(ne, ns), &report(oe, os)),
-                want,
-                "new epoch {ne} {ns:?} over old epoch {oe} {os:?}"
-            );
-        }
-    }
-
     /// A coordinator of nodes A and B past its bootstrap whose cf1 (epoch
     /// 1, checkpoint 100, in `state`) replicates on A.
     fn replicating_on_a(p: Profile, state: FeedState) -> Coordinator {
@@ -1067,30 +999,21 @@ mod tests {
     }
 
     /// A report whose checkpoint is below the changefeed's never moves it
-    /// back; its error is still taken where the profile lets errors survive
-    /// a regressed checkpoint (TiCDC #5424), and dropped with the whole
-    /// report before (F7).
+    /// back and is dropped whole, its error too (F7; under `hardened` the
+    /// epoch check leaves no such report); the same error with a checkpoint
+    /// that does not regress is taken.
     #[test]
-    fn a_regressed_report_keeps_the_checkpoint_and_its_error_only_where_errors_survive() {
-        let (mut survive, mut dropped) = (0, 0);
+    fn a_regressed_report_is_dropped_whole() {
         for p in Profile::ALL {
             let mut c = replicating_on_a(p, FeedState::Normal);
             report_from_a(&mut c, 90, true, vec![sink_error()]);
             let f = &c.feeds["cf1"].info;
             assert_eq!(f.checkpoint_ts, 100, "{p}: the checkpoint went back");
-            if p.errors_survive_checkpoint_regression() {
-                survive += 1;
-                assert_eq!(f.state, FeedState::Warning, "{p}: the error was lost");
-            } else {
-                dropped += 1;
-                assert_eq!(f.state, FeedState::Normal, "{p}: F7 drops the whole report");
-            }
-            // The same error with a checkpoint that does not regress is taken.
+            assert_eq!(f.state, FeedState::Normal, "{p}: F7 drops the whole report");
             let mut c = replicating_on_a(p, FeedState::Normal);
             report_from_a(&mut c, 100, true, vec![sink_error()]);
             assert_eq!(c.feeds["cf1"].info.state, FeedState::Warning, "{p}");
         }
-        assert!(survive > 0 && dropped > 0, "both behaviours are exercised");
     }
 
     /// A changefeed in warning is back to normal only when its checkpoint
