@@ -103,6 +103,13 @@ pub enum Predicate {
     /// (found by `chaos explore`, a stale coordinator's checkpoint going
     /// back).
     NodeFencedBySession,
+    /// The coordinator reports a changefeed's checkpoint only once etcd
+    /// holds it: the lower of its own and the last one it persisted in its
+    /// term. Before, a coordinator cut silently from etcd kept reporting the
+    /// checkpoints its maintainers sent, which it could no longer persist;
+    /// its successor, starting from the persisted one, reported lower (found
+    /// by `coordinator-blackholed-from-etcd`: 4.5 s back under every profile).
+    CoordinatorReportsPersistedCheckpoint,
     /// The data path fences writers: a transactional Kafka producer per
     /// table (`transactional.id` = changefeed x table), a change counted once
     /// its transaction committed; a table's new writer fences the old one
@@ -253,6 +260,12 @@ impl Profile {
     /// back).
     pub fn node_fenced_by_session(self) -> bool {
         self.has(Predicate::NodeFencedBySession)
+    }
+
+    /// The coordinator reports only checkpoints etcd holds (the lower of
+    /// its own and the last it persisted in its term).
+    pub fn coordinator_reports_persisted_checkpoint(self) -> bool {
+        self.has(Predicate::CoordinatorReportsPersistedCheckpoint)
     }
 
     /// The data path fences writers: each dispatcher writes through its own

@@ -23,6 +23,7 @@ use super::backend::RealBackend;
 use super::election;
 use super::membership::{CaptureInfo, Membership};
 use super::message_center::{MessageCenter, Stats, Verdict};
+use crate::api::ChangefeedView;
 use crate::coordinator::{Coordinator, PersistedFeed};
 use crate::dispatcher_orchestrator::DispatcherOrchestrator;
 use crate::failpoint::{Failpoint, Faults};
@@ -285,12 +286,28 @@ fn message_faults(me: NodeId, faults: Faults) -> super::message_center::Hook {
     })
 }
 
+/// The checkpoint etcd holds of each changefeed, as far as this node knows:
+/// seeded from etcd when the node takes office, raised by the persister's
+/// successful writes.
+type PersistedCheckpoints = Arc<std::sync::Mutex<BTreeMap<String, u64>>>;
+
+/// Lowers each view's checkpoint to the one etcd holds, where known (a
+/// changefeed created in this term and not yet written keeps its own).
+fn cap_to_persisted(views: &mut [ChangefeedView], held: &BTreeMap<String, u64>) {
+    for v in views {
+        if let Some(&h) = held.get(&v.id) {
+            v.checkpoint_tso = v.checkpoint_tso.min(h);
+        }
+    }
+}
+
 /// Writes the coordinator's changefeeds to etcd as they change: `Some((term,
 /// feeds))` while this node is coordinator. A new term writes every feed once.
 fn spawn_persister(
     mut etcd: Client,
     root: String,
     mut want: watch::Receiver<Option<(u64, Vec<PersistedFeed>)>>,
+    held: PersistedCheckpoints,
 ) {
     tokio::spawn(async move {
         let mut term = None;
@@ -309,6 +326,9 @@ fn spawn_persister(
                     match etcd.put(feed_key(&root, &f.id), value, None).await {
                         Ok(_) => {
                             written.insert(f.id.clone(), f.clone());
+                            let mut h = held.lock().expect("persisted checkpoints");
+                            let c = h.entry(f.id.clone()).or_default();
+                            *c = (*c).max(f.checkpoint_ts);
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed")
@@ -358,6 +378,8 @@ struct NodeLoop {
     alive_rx: watch::Receiver<BTreeMap<NodeId, CaptureInfo>>,
     snap_tx: watch::Sender<NodeSnapshot>,
     persist: watch::Sender<Option<(u64, Vec<PersistedFeed>)>>,
+    /// What etcd holds ([`Profile::coordinator_reports_persisted_checkpoint`]).
+    persisted: PersistedCheckpoints,
     resign_tx: mpsc::Sender<oneshot::Sender<Result<bool, String>>>,
     etcd: Client,
     guard: KillGuard,
@@ -447,7 +469,19 @@ impl NodeLoop {
                 node: c.node.clone(),
                 version: c.version,
                 bootstrapped: c.is_bootstrapped(),
-                changefeeds: c.changefeeds().map(Into::into).collect(),
+                changefeeds: {
+                    let mut views: Vec<ChangefeedView> = c.changefeeds().map(Into::into).collect();
+                    if self
+                        .cfg
+                        .settings
+                        .profile
+                        .coordinator_reports_persisted_checkpoint()
+                    {
+                        let held = self.persisted.lock().expect("persisted checkpoints");
+                        cap_to_persisted(&mut views, &held);
+                    }
+                    views
+                },
                 operators: c.operators().cloned().collect(),
             }),
             captures: self.alive_rx.borrow().values().cloned().collect(),
@@ -473,6 +507,10 @@ impl NodeLoop {
                 .await
             {
                 Ok(feeds) => {
+                    *self.persisted.lock().expect("persisted checkpoints") = feeds
+                        .iter()
+                        .map(|f| (f.id.to_string(), f.checkpoint_ts))
+                        .collect();
                     let alive = alive_ids(&self.alive_rx.borrow());
                     let s = &self.cfg.settings;
                     self.coordinator = Some(
@@ -599,7 +637,8 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         cfg.faults.clone(),
     );
     let (persist, want) = watch::channel(None);
-    spawn_persister(client.clone(), cfg.root.clone(), want);
+    let persisted = PersistedCheckpoints::default();
+    spawn_persister(client.clone(), cfg.root.clone(), want, persisted.clone());
 
     let started = now_ms();
     let alive_rx = membership.alive();
@@ -664,6 +703,7 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         alive_rx,
         snap_tx,
         persist,
+        persisted,
         resign_tx,
         etcd: client,
         guard: KillGuard {
@@ -745,4 +785,32 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         span,
     ));
     Ok((handle, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(id: &str, checkpoint: u64) -> ChangefeedView {
+        ChangefeedView {
+            id: id.into(),
+            state: crate::api::FeedState::Normal,
+            checkpoint_tso: checkpoint,
+            error: None,
+            sink_uri: String::new(),
+            tables: vec![],
+            epoch: 1,
+            maintainer_node: None,
+            scheduling: crate::api::SchedulingState::Absent,
+        }
+    }
+
+    #[test]
+    fn a_reported_checkpoint_is_one_etcd_holds() {
+        let mut views = vec![view("ahead", 200), view("behind", 90), view("new", 50)];
+        let held = BTreeMap::from([("ahead".to_string(), 150), ("behind".to_string(), 100)]);
+        cap_to_persisted(&mut views, &held);
+        let got: Vec<u64> = views.iter().map(|v| v.checkpoint_tso).collect();
+        assert_eq!(got, vec![150, 90, 50]);
+    }
 }
