@@ -1,7 +1,8 @@
 //! Every plan in `tests/sim-findings/` is a shrunk finding of `chaos sim`
-//! under `hardened` that was diagnosed and fixed in the system (the README
-//! there names each cause and the profile predicate that answers it). The
-//! plan must now run clean: a finding coming back is a regression.
+//! under `hardened` (or `hardened` minus the predicate the file is named
+//! after) that was diagnosed and fixed in the system (the README there names
+//! each cause and the profile predicate that answers it). The plan, stored
+//! under `hardened`, must run clean: a finding coming back is a regression.
 
 use std::path::Path;
 
