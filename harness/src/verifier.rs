@@ -581,6 +581,62 @@ mod tests {
         assert!(v.detail.contains("stale re-delivery"), "{}", v.detail);
     }
 
+    /// A re-delivery that stops short of the key's newest change (copies
+    /// of 10 and 20 after 30) and is followed by something new is a second
+    /// writer's, not a rebuild's: a rebuild replays up to 30 first.
+    #[test]
+    fn negative_a_partial_replay_then_a_new_change_is_stale() {
+        let truth = vec![
+            ch("id=1", 10, "INSERT", "a", None),
+            ch("id=1", 20, "UPDATE", "b", None),
+            ch("id=1", 30, "UPDATE", "c", None),
+            ch("id=1", 40, "UPDATE", "d", None),
+        ];
+        let k = vec![
+            ch("id=1", 10, "INSERT", "a", Some((0, 0))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 1))),
+            ch("id=1", 30, "UPDATE", "c", Some((0, 2))),
+            ch("id=1", 10, "INSERT", "a", Some((0, 3))),
+            ch("id=1", 20, "UPDATE", "b", Some((0, 4))),
+            ch("id=1", 40, "UPDATE", "d", Some((0, 5))),
+        ];
+        let r = verify(&k, &truth, 45);
+        assert_eq!(r.order_violations(), 1, "{}", r.summary());
+        let v = &r.tables[0].order_violations[0];
+        assert_eq!((v.commit_ts, v.after_commit_ts), (10, 30), "{v:?}");
+        // The same copies completed up to 30 are a rebuild's replay.
+        let mut rebuilt = k.clone();
+        rebuilt.insert(5, ch("id=1", 30, "UPDATE", "c", Some((0, 5))));
+        let r = verify(&rebuilt, &truth, 45);
+        assert!(r.is_clean(), "{}", r.summary());
+        assert_eq!(r.duplicates(), 3);
+    }
+
+    /// A change Kafka holds that the upstream never made is reported once
+    /// however often it was delivered; two such changes of one key are two.
+    #[test]
+    fn an_unexpected_change_is_reported_once_per_key_and_commit_ts() {
+        let mut k = good_kafka();
+        k.push(ch("id=9", 35, "INSERT", "x", Some((0, 2))));
+        k.push(ch("id=9", 35, "INSERT", "x", Some((0, 3))));
+        k.push(ch("id=9", 36, "UPDATE", "y", Some((0, 4))));
+        k.push(ch("id=8", 35, "INSERT", "z", Some((1, 2))));
+        let r = verify(&k, &truth(), 45);
+        let got: Vec<(String, u64)> = r.tables[0]
+            .unexpected
+            .iter()
+            .map(|u| (u.key.clone(), u.commit_ts))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("id=9".to_string(), 35),
+                ("id=9".to_string(), 36),
+                ("id=8".to_string(), 35)
+            ]
+        );
+    }
+
     /// A copy of a key's newest change (a rebuild that replays only the
     /// last one) is a duplicate; the key's next change after it is in order.
     #[test]

@@ -80,6 +80,52 @@ mod tests {
         );
     }
 
+    /// A fall that stays above the first observation still fails: the
+    /// high mark follows every rise, not only the first value.
+    #[test]
+    fn fails_on_a_fall_below_the_high_mark_but_above_the_start() {
+        let mut run = fixtures::healthy();
+        let n = run.samples.len();
+        let first = run.samples[0].changefeeds[0].checkpoint_ts;
+        let prev = run.samples[n - 2].changefeeds[0].checkpoint_ts;
+        assert!(prev > first + 1, "the fixture's checkpoint rises");
+        run.samples[n - 1].changefeeds[0].checkpoint_ts = prev - 1;
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(r.evidence[0].message.contains(&format!("below {prev}")), "{r:?}");
+    }
+
+    /// The evidence names when the high mark was first reached: a frozen
+    /// checkpoint (equal observations) does not move that time.
+    #[test]
+    fn the_evidence_names_when_the_high_mark_was_first_reached() {
+        let mut run = fixtures::healthy();
+        let cps: Vec<u64> = run
+            .samples
+            .iter()
+            .map(|s| s.changefeeds[0].checkpoint_ts)
+            .collect();
+        // The fixture's frozen stretch: the longest run of equal checkpoints.
+        let (mut best, mut start) = ((0, 0), 0);
+        for i in 1..=cps.len() {
+            if i == cps.len() || cps[i] != cps[start] {
+                if i - start > best.1 - best.0 {
+                    best = (start, i);
+                }
+                start = i;
+            }
+        }
+        let (from, to) = best;
+        assert!(to - from >= 3, "the fixture has a frozen checkpoint");
+        let frozen = cps[from];
+        let t_first = run.samples[from].t_ms;
+        run.samples[to].changefeeds[0].checkpoint_ts = frozen - 1;
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        let want = format!("below {frozen} observed at {t_first} ms");
+        assert!(r.evidence[0].message.contains(&want), "want {want}: {r:?}");
+    }
+
     /// Two observations are the least that can show a direction: they
     /// judge; one does not.
     #[test]

@@ -64,6 +64,15 @@ mod tests {
         assert!(r.evidence.last().unwrap().message.contains("30 more"));
     }
 
+    /// Exactly the cap is kept whole, with no "and 0 more" line.
+    #[test]
+    fn evidence_at_the_cap_is_kept_whole() {
+        let ev = (0..MAX_EVIDENCE as u64).map(|i| at(i, "x")).collect();
+        let r = result("x", Verdict::Fail, "s", ev);
+        assert_eq!(r.evidence.len(), MAX_EVIDENCE);
+        assert!(r.evidence.iter().all(|e| e.message == "x"));
+    }
+
     #[test]
     fn evidence_under_the_cap_is_kept_as_is() {
         let r = result("x", Verdict::Pass, "s", vec![note("a"), at(1500, "b")]);

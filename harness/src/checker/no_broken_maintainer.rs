@@ -477,4 +477,115 @@ mod tests {
         }
         assert_eq!(check(&run).verdict, Verdict::Pass);
     }
+
+    /// A new epoch on the same node is a new binding, judged against the
+    /// new epoch's maintainer.
+    #[test]
+    fn a_new_epoch_on_the_same_node_is_a_new_binding() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 25_000) {
+            s.changefeeds[0].epoch = 7;
+            s.nodes[2].maintainers = vec![fixtures::maintainer(7, true, false, 0)];
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
+
+    /// The evidence's history lists the bound node's maintainers of the
+    /// changefeed that could not be the bound one, an unbootstrapped one
+    /// included, and nothing of other nodes.
+    #[test]
+    fn the_history_names_the_bound_node_s_unhealthy_maintainers_only() {
+        let mut run = fixtures::seed_bug();
+        for s in &mut run.samples {
+            s.nodes[2].maintainers = vec![fixtures::maintainer(4, true, true, 0)];
+            if (13_000..15_000).contains(&s.t_ms) {
+                s.nodes[1].maintainers.push(fixtures::maintainer(6, false, false, 0));
+            }
+        }
+        let r = check(&run);
+        let m = &r
+            .evidence
+            .iter()
+            .find(|e| e.message.contains("replicating on node n2-a"))
+            .unwrap_or_else(|| panic!("{r:?}"))
+            .message;
+        assert!(
+            m.contains("that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=false)"),
+            "{m}"
+        );
+        assert!(
+            m.contains("a maintainer of epoch 6 (bootstrap_done=false) from 13.0s to 14.0s"),
+            "{m}"
+        );
+        assert!(!m.contains("epoch 4"), "{m}");
+        // Removal-only is enough, whatever its bootstrap flag says.
+        let mut run = fixtures::seed_bug();
+        for s in &mut run.samples {
+            for m in s.nodes[1].maintainers.iter_mut().filter(|m| m.removal_only) {
+                m.bootstrap_done = true;
+            }
+        }
+        let r = check(&run);
+        assert!(
+            r.evidence.iter().any(|e| e
+                .message
+                .contains("that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=true)")),
+            "{r:?}"
+        );
+    }
+
+    /// A bound node that does not answer is not judged, whatever its
+    /// (unknown) maintainers; nor is a sample that reached no node.
+    #[test]
+    fn an_unanswering_bound_node_or_an_empty_sample_is_not_judged() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 30_000) {
+            s.nodes[2].reachable = false;
+            s.nodes[2].maintainers.clear();
+        }
+        assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 30_000) {
+            s.nodes.clear();
+        }
+        assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+    }
+
+    /// The bound id gone from every answering node is broken even while
+    /// another node, whose id is known, does not answer: only a silent
+    /// node of unknown identity may be the bound one.
+    #[test]
+    fn a_gone_id_is_broken_beside_a_silent_node_of_known_identity() {
+        let mut run = killed_maintainer_node(u64::MAX);
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 35_000) {
+            s.nodes[0].reachable = false;
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.evidence[0].message.contains("no live node has id n3-a"),
+            "{r:?}"
+        );
+    }
+
+    /// A removal-only or a removing maintainer beside the live one is not
+    /// a second live maintainer.
+    #[test]
+    fn removal_only_and_removing_maintainers_are_not_live() {
+        for removing in [false, true] {
+            let mut run = fixtures::healthy();
+            for s in run
+                .samples
+                .iter_mut()
+                .filter(|s| (20_000..22_000).contains(&s.t_ms))
+            {
+                let mut m = fixtures::maintainer(5, true, !removing, 0);
+                m.removing = removing;
+                s.nodes[0].maintainers.push(m);
+            }
+            let r = check(&run);
+            assert_eq!(r.verdict, Verdict::Pass, "removing={removing}: {r:?}");
+        }
+    }
 }

@@ -197,4 +197,18 @@ mod tests {
         run.faults[0].healed_ms = None;
         assert_eq!(check(&run).verdict, Verdict::Inconclusive);
     }
+
+    /// Observation that reaches the deadline without recovery is a FAIL;
+    /// only observation that ends before it is INCONCLUSIVE.
+    #[test]
+    fn fails_when_observation_ends_exactly_at_the_deadline() {
+        let mut run = fixtures::seed_bug();
+        let deadline = run.last_heal_ms().unwrap_or(0) + run.bounds.recover_ms;
+        run.samples.retain(|s| s.t_ms <= deadline);
+        assert_eq!(run.samples.last().unwrap().t_ms, deadline);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        run.samples.pop();
+        assert_eq!(check(&run).verdict, Verdict::Inconclusive);
+    }
 }

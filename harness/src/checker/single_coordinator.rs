@@ -202,4 +202,41 @@ mod tests {
         }
         assert_eq!(check(&run).verdict, Verdict::Inconclusive);
     }
+
+    /// Only a node other than the one etcd names, claiming an older term,
+    /// is deposed: the named node still reporting its previous term (it
+    /// won the next election itself) and a node ahead of etcd's answer are
+    /// not.
+    #[test]
+    fn the_named_node_behind_its_own_term_or_a_node_ahead_is_not_deposed() {
+        let mut run = fixtures::healthy();
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 20_000) {
+            s.coordinator = Some(CoordinatorObs {
+                node_id: "n1-a".into(),
+                version: 4,
+            });
+            s.nodes[0].coordinator_version = Some(if s.t_ms < 26_000 { 3 } else { 4 });
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        let mut run = fixtures::healthy();
+        for s in run
+            .samples
+            .iter_mut()
+            .filter(|s| (20_000..26_000).contains(&s.t_ms))
+        {
+            s.nodes[0].coordinator_version = None;
+            s.nodes[2].coordinator_version = Some(4);
+        }
+        for s in run.samples.iter_mut().filter(|s| s.t_ms >= 26_000) {
+            s.coordinator = Some(CoordinatorObs {
+                node_id: "n3-a".into(),
+                version: 4,
+            });
+            s.nodes[0].coordinator_version = None;
+            s.nodes[2].coordinator_version = Some(4);
+        }
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
 }

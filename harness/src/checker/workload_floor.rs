@@ -83,4 +83,22 @@ mod tests {
         run.workload = None;
         assert_eq!(check(&run).verdict, Verdict::Inconclusive);
     }
+
+    /// Exactly at the floor is enough; a first fault at the workload's
+    /// start (no time to reach any rate) is not.
+    #[test]
+    fn the_floor_itself_passes_and_a_fault_at_the_start_does_not() {
+        let mut run = fixtures::healthy();
+        let w = run.workload.as_mut().unwrap();
+        let secs = (w.first_fault_ms.unwrap() - w.started_ms) / 1000;
+        let target = w.target_rows_per_sec.unwrap();
+        w.rows_at_first_fault = Some((target as f64 * FLOOR) as u64 * secs);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        let w = run.workload.as_mut().unwrap();
+        w.first_fault_ms = Some(w.started_ms);
+        w.rows_at_first_fault = Some(0);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+    }
 }
