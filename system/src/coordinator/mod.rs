@@ -1174,4 +1174,245 @@ mod tests {
             .as_ref()
             .is_none_or(|(_, waiting, _)| !waiting.contains("B")));
     }
+
+    /// What the introspection API shows of a coordinator (`/debug/node`'s
+    /// coordinator view): its profile, whether its bootstrap is over (not
+    /// before every alive node answered this term), and the operators in
+    /// flight (a move is listed under its changefeed from the call on).
+    #[test]
+    fn the_introspection_accessors_show_profile_bootstrap_and_operators() {
+        for p in Profile::ALL {
+            let alive: BTreeSet<NodeId> = ["A".to_string(), "B".to_string()].into();
+            let mut c = Coordinator::new(
+                "A".into(),
+                1,
+                p,
+                CoordinatorConfig::default(),
+                vec![],
+                alive,
+                0,
+            );
+            assert_eq!(c.profile(), p);
+            let answer = Message::CoordinatorBootstrapResponse {
+                version: 1,
+                statuses: vec![],
+            };
+            c.on_message(10, &"A".to_string(), answer.clone());
+            assert!(!c.is_bootstrapped(), "{p:?}: B has not answered");
+            c.on_message(20, &"B".to_string(), answer);
+            assert!(c.is_bootstrapped(), "{p:?}: every alive node answered");
+
+            let mut c = replicating_on_a(p, FeedState::Normal);
+            assert!(c.operator("cf1").is_none() && c.operators().next().is_none());
+            c.move_changefeed(30, "cf1", "B").unwrap();
+            let op = c.operator("cf1").expect("the move's operator");
+            assert!(matches!(op.kind, OpKind::Move { .. }), "{p:?}");
+            assert_eq!(c.operators().count(), 1);
+        }
+    }
+
+    /// A coordinator of A, B and C (term 1, `p`) bootstrapping with cf1 as
+    /// persisted (epoch 2, in `state`); the nodes answer with `answers`.
+    fn bootstrapped_with(
+        p: Profile,
+        state: FeedState,
+        answers: Vec<(&str, MaintainerStatus)>,
+    ) -> Coordinator {
+        let feed = PersistedFeed {
+            id: "cf1".into(),
+            epoch: 2,
+            checkpoint_ts: 100,
+            state,
+            error: None,
+            config: ChangefeedConfig::default(),
+            removing: false,
+        };
+        let alive: BTreeSet<NodeId> = ["A", "B", "C"].map(String::from).into();
+        let mut c = Coordinator::new(
+            "A".into(),
+            1,
+            p,
+            CoordinatorConfig::default(),
+            vec![feed],
+            alive.clone(),
+            0,
+        );
+        c.take_outbox();
+        for n in alive {
+            let statuses = answers
+                .iter()
+                .filter(|(from, _)| *from == n)
+                .map(|(_, s)| s.clone())
+                .collect();
+            c.on_message(10, &n, Message::CoordinatorBootstrapResponse { version: 1, statuses });
+        }
+        assert!(c.is_bootstrapped());
+        c
+    }
+
+    fn removes_sent(c: &mut Coordinator) -> Vec<(NodeId, u64)> {
+        c.take_outbox()
+            .into_iter()
+            .filter_map(|e| match e.msg {
+                Message::RemoveMaintainer { epoch, .. } => Some((e.to, epoch)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A paused changefeed whose maintainer still works when a new
+    /// coordinator bootstraps (the old one's stop may not have landed) gets
+    /// a cascade stop on that node; a removal-only or a stopped maintainer
+    /// needs none.
+    #[test]
+    fn bootstrap_stops_the_working_maintainer_of_a_paused_changefeed() {
+        for p in Profile::ALL {
+            let working = report(2, ComponentState::Working);
+            let c = bootstrapped_with(p, FeedState::Stopped, vec![("B", working.clone())]);
+            let op = c.operator("cf1").unwrap_or_else(|| panic!("{p:?}: no stop"));
+            assert!(
+                matches!(&op.kind, OpKind::Stop { node, cascade: true } if node == "B"),
+                "{p:?}: {op:?}"
+            );
+            let removal_only = MaintainerStatus {
+                removal_only: true,
+                ..working.clone()
+            };
+            let stopped = report(2, ComponentState::Stopped);
+            for quiet in [removal_only, stopped] {
+                let c = bootstrapped_with(p, FeedState::Stopped, vec![("B", quiet.clone())]);
+                assert!(c.operator("cf1").is_none(), "{p:?}: {quiet:?}");
+            }
+        }
+    }
+
+    /// Under `hardened`, a bootstrap that adopts A's maintainer removes the
+    /// other working ones (B's older epoch) with their own epoch and leaves
+    /// A's and a stopped one (C's) alone; it starts no stop operator, since
+    /// the changefeed has its maintainer.
+    #[test]
+    fn bootstrap_removes_unadopted_working_maintainers_only() {
+        let mut c = bootstrapped_with(
+            Profile::Hardened,
+            FeedState::Normal,
+            vec![
+                ("A", report(2, ComponentState::Working)),
+                ("B", report(1, ComponentState::Working)),
+                ("C", report(1, ComponentState::Stopped)),
+            ],
+        );
+        assert!(
+            matches!(&c.feeds["cf1"].scheduling, Scheduling::Replicating { node } if node == "A")
+        );
+        assert!(c.operator("cf1").is_none(), "{:?}", c.operator("cf1"));
+        assert_eq!(removes_sent(&mut c), vec![("B".to_string(), 1)]);
+    }
+
+    /// A probe's answer (a node's full report) unbinds a silent changefeed
+    /// it no longer lists; not one it lists, not one that reported after
+    /// the probe was sent, not one with an operator in flight.
+    #[test]
+    fn a_probe_answer_unbinds_only_a_silent_changefeed_it_does_not_list() {
+        let answer = |c: &mut Coordinator, statuses| {
+            c.on_message(
+                5_000,
+                &"A".to_string(),
+                Message::CoordinatorBootstrapResponse { version: 1, statuses },
+            );
+            matches!(c.feeds["cf1"].scheduling, Scheduling::Replicating { .. })
+        };
+        let probed = |last_report_ms| {
+            let mut c = replicating_on_a(Profile::Hardened, FeedState::Normal);
+            c.feeds.get_mut("cf1").unwrap().last_report_ms = last_report_ms;
+            c.probes.insert("A".into(), 4_000);
+            c
+        };
+        assert!(!answer(&mut probed(1_000), vec![]), "silent and not listed");
+        assert!(
+            answer(&mut probed(1_000), vec![report(1, ComponentState::Working)]),
+            "listed"
+        );
+        assert!(answer(&mut probed(4_500), vec![]), "reported after the ask");
+        let mut c = probed(1_000);
+        c.operators.insert(
+            "cf1".into(),
+            Operator::new("cf1", OpKind::Add { dest: "B".into() }, 2),
+        );
+        c.on_message(
+            5_000,
+            &"A".to_string(),
+            Message::CoordinatorBootstrapResponse { version: 1, statuses: vec![] },
+        );
+        assert!(
+            !matches!(c.feeds["cf1"].scheduling, Scheduling::Absent { .. }),
+            "an operator in flight decides, not the probe"
+        );
+    }
+
+    /// A silent changefeed's node is probed at most once per
+    /// `PROBE_EVERY_MS`.
+    #[test]
+    fn a_silent_node_is_probed_once_per_period() {
+        let mut c = replicating_on_a(Profile::Hardened, FeedState::Normal);
+        c.feeds.get_mut("cf1").unwrap().last_report_ms = 0;
+        c.take_outbox();
+        let probes = |c: &mut Coordinator, now| {
+            c.probe_silent(now);
+            c.take_outbox()
+                .iter()
+                .filter(|e| e.to == "A" && matches!(e.msg, Message::CoordinatorBootstrapRequest { .. }))
+                .count()
+        };
+        assert_eq!(probes(&mut c, SILENT_MS), 1);
+        assert_eq!(probes(&mut c, SILENT_MS + PROBE_EVERY_MS / 2), 0);
+        assert_eq!(probes(&mut c, SILENT_MS + PROBE_EVERY_MS), 1);
+    }
+
+    /// Under `hardened`, a maintainer of an ended epoch that still works is
+    /// removed, unless it is the node an operator in flight acts on (the
+    /// operator stops it itself).
+    #[test]
+    fn a_working_maintainer_of_an_ended_epoch_is_removed_unless_an_operator_targets_it() {
+        let stale_from_b = |op_target: Option<&str>| {
+            let mut c = replicating_on_a(Profile::Hardened, FeedState::Normal);
+            c.feeds.get_mut("cf1").unwrap().info.epoch = 2;
+            if let Some(t) = op_target {
+                c.operators.insert(
+                    "cf1".into(),
+                    Operator::new("cf1", OpKind::Stop { node: t.into(), cascade: false }, 2),
+                );
+            }
+            c.take_outbox();
+            c.on_message(
+                1_000,
+                &"B".to_string(),
+                Message::MaintainerStatuses {
+                    statuses: vec![report(1, ComponentState::Working)],
+                },
+            );
+            removes_sent(&mut c)
+        };
+        assert_eq!(stale_from_b(None), vec![("B".to_string(), 1)]);
+        assert_eq!(stale_from_b(Some("A")), vec![("B".to_string(), 1)]);
+        assert_eq!(stale_from_b(Some("B")), vec![]);
+    }
+
+    /// A changefeed in warning is back to normal only when a clean,
+    /// bootstrapped report moves its checkpoint on; a report at the same
+    /// checkpoint is no progress (nor does it restart the give-up clock).
+    #[test]
+    fn warning_ends_only_when_the_checkpoint_moves_on() {
+        for p in Profile::ALL {
+            let mut c = replicating_on_a(p, FeedState::Warning);
+            c.feeds.get_mut("cf1").unwrap().last_progress_ms = 0;
+            report_from_a(&mut c, 100, true, vec![]);
+            let f = &c.feeds["cf1"];
+            assert_eq!(f.info.state, FeedState::Warning, "{p:?}: same checkpoint");
+            assert_eq!(f.last_progress_ms, 0, "{p:?}");
+            report_from_a(&mut c, 101, true, vec![]);
+            let f = &c.feeds["cf1"];
+            assert_eq!(f.info.state, FeedState::Normal, "{p:?}: checkpoint moved on");
+            assert_eq!(f.last_progress_ms, 1_000, "{p:?}");
+        }
+    }
 }
