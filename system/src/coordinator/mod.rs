@@ -1244,7 +1244,14 @@ mod tests {
                 .filter(|(from, _)| *from == n)
                 .map(|(_, s)| s.clone())
                 .collect();
-            c.on_message(10, &n, Message::CoordinatorBootstrapResponse { version: 1, statuses });
+            c.on_message(
+                10,
+                &n,
+                Message::CoordinatorBootstrapResponse {
+                    version: 1,
+                    statuses,
+                },
+            );
         }
         assert!(c.is_bootstrapped());
         c
@@ -1269,7 +1276,9 @@ mod tests {
         for p in Profile::ALL {
             let working = report(2, ComponentState::Working);
             let c = bootstrapped_with(p, FeedState::Stopped, vec![("B", working.clone())]);
-            let op = c.operator("cf1").unwrap_or_else(|| panic!("{p:?}: no stop"));
+            let op = c
+                .operator("cf1")
+                .unwrap_or_else(|| panic!("{p:?}: no stop"));
             assert!(
                 matches!(&op.kind, OpKind::Stop { node, cascade: true } if node == "B"),
                 "{p:?}: {op:?}"
@@ -1317,7 +1326,10 @@ mod tests {
             c.on_message(
                 5_000,
                 &"A".to_string(),
-                Message::CoordinatorBootstrapResponse { version: 1, statuses },
+                Message::CoordinatorBootstrapResponse {
+                    version: 1,
+                    statuses,
+                },
             );
             matches!(c.feeds["cf1"].scheduling, Scheduling::Replicating { .. })
         };
@@ -1341,7 +1353,10 @@ mod tests {
         c.on_message(
             5_000,
             &"A".to_string(),
-            Message::CoordinatorBootstrapResponse { version: 1, statuses: vec![] },
+            Message::CoordinatorBootstrapResponse {
+                version: 1,
+                statuses: vec![],
+            },
         );
         assert!(
             !matches!(c.feeds["cf1"].scheduling, Scheduling::Absent { .. }),
@@ -1360,7 +1375,9 @@ mod tests {
             c.probe_silent(now);
             c.take_outbox()
                 .iter()
-                .filter(|e| e.to == "A" && matches!(e.msg, Message::CoordinatorBootstrapRequest { .. }))
+                .filter(|e| {
+                    e.to == "A" && matches!(e.msg, Message::CoordinatorBootstrapRequest { .. })
+                })
                 .count()
         };
         assert_eq!(probes(&mut c, SILENT_MS), 1);
@@ -1379,7 +1396,14 @@ mod tests {
             if let Some(t) = op_target {
                 c.operators.insert(
                     "cf1".into(),
-                    Operator::new("cf1", OpKind::Stop { node: t.into(), cascade: false }, 2),
+                    Operator::new(
+                        "cf1",
+                        OpKind::Stop {
+                            node: t.into(),
+                            cascade: false,
+                        },
+                        2,
+                    ),
                 );
             }
             c.take_outbox();
@@ -1411,8 +1435,133 @@ mod tests {
             assert_eq!(f.last_progress_ms, 0, "{p:?}");
             report_from_a(&mut c, 101, true, vec![]);
             let f = &c.feeds["cf1"];
-            assert_eq!(f.info.state, FeedState::Normal, "{p:?}: checkpoint moved on");
+            assert_eq!(
+                f.info.state,
+                FeedState::Normal,
+                "{p:?}: checkpoint moved on"
+            );
             assert_eq!(f.last_progress_ms, 1_000, "{p:?}");
+        }
+    }
+
+    /// A changefeed fails only once its error comes more than `give_up_ms`
+    /// after its last progress; an error exactly at the limit is a warning
+    /// with a retry.
+    #[test]
+    fn give_up_comes_only_after_give_up_ms_without_progress() {
+        let give_up = CoordinatorConfig::default().give_up_ms;
+        for (at, want) in [
+            (give_up, FeedState::Warning),
+            (give_up + 1, FeedState::Failed),
+        ] {
+            let mut c = replicating_on_a(Profile::Fix, FeedState::Normal);
+            c.feeds.get_mut("cf1").unwrap().last_progress_ms = 0;
+            let s = MaintainerStatus {
+                checkpoint_ts: 100,
+                errors: vec![sink_error()],
+                ..report(1, ComponentState::Working)
+            };
+            c.on_message(
+                at,
+                &"A".to_string(),
+                Message::MaintainerStatuses { statuses: vec![s] },
+            );
+            let f = &c.feeds["cf1"];
+            assert_eq!(f.info.state, want, "error at {at} ms");
+            match want {
+                FeedState::Failed => assert!(matches!(f.scheduling, Scheduling::Stopped)),
+                _ => assert!(matches!(f.scheduling, Scheduling::Absent { .. })),
+            }
+        }
+    }
+
+    /// Nodes that have not answered the coordinator's bootstrap request are
+    /// asked again every 500 ms, and only they; a node that left is not.
+    #[test]
+    fn unanswered_nodes_are_greeted_again_every_500_ms() {
+        let greeted = |c: &mut Coordinator| -> Vec<NodeId> {
+            c.take_outbox()
+                .into_iter()
+                .filter(|e| matches!(e.msg, Message::CoordinatorBootstrapRequest { .. }))
+                .map(|e| e.to)
+                .collect()
+        };
+        let alive: BTreeSet<NodeId> = ["A", "B", "C"].map(String::from).into();
+        let mut c = Coordinator::new(
+            "A".into(),
+            1,
+            Profile::Fix,
+            CoordinatorConfig::default(),
+            vec![],
+            alive,
+            1_000,
+        );
+        assert_eq!(greeted(&mut c), ["A", "B", "C"]);
+        c.on_message(
+            1_100,
+            &"A".to_string(),
+            Message::CoordinatorBootstrapResponse {
+                version: 1,
+                statuses: vec![],
+            },
+        );
+        c.tick(1_499);
+        assert!(greeted(&mut c).is_empty(), "before 500 ms");
+        c.on_membership(1_499, ["A", "B"].map(String::from).into());
+        c.take_outbox();
+        c.tick(1_500);
+        assert_eq!(
+            greeted(&mut c),
+            ["B"],
+            "only the unanswered node that is alive"
+        );
+        c.tick(1_999);
+        assert!(greeted(&mut c).is_empty(), "500 ms after the last greeting");
+        c.tick(2_000);
+        assert_eq!(greeted(&mut c), ["B"]);
+    }
+
+    /// A changefeed to schedule goes to the node with the fewest bound
+    /// changefeeds, not to the first by name.
+    #[test]
+    fn scheduling_places_on_the_least_loaded_node() {
+        let mut c = replicating_on_a(Profile::Fix, FeedState::Normal);
+        c.create_changefeed(1_000, "cf0", 0, ChangefeedConfig::default())
+            .unwrap();
+        c.tick(1_000);
+        let op = c.operator("cf0").expect("an add operator for cf0");
+        assert!(
+            matches!(&op.kind, OpKind::Add { dest } if dest == "B"),
+            "{op:?}"
+        );
+    }
+
+    /// A forced placement (the retry-on-previous-node failpoint) is honoured
+    /// only while its node is alive; otherwise the scheduler places as usual.
+    #[test]
+    fn a_forced_placement_on_a_departed_node_is_ignored() {
+        for (forced, want) in [("B", "B"), ("Z", "A")] {
+            let alive: BTreeSet<NodeId> = ["A".to_string(), "B".to_string()].into();
+            let mut c = Coordinator::new(
+                "A".into(),
+                1,
+                Profile::Fix,
+                CoordinatorConfig::default(),
+                vec![],
+                alive,
+                0,
+            );
+            c.bootstrap = None;
+            c.unanswered.clear();
+            c.create_changefeed(1_000, "cf1", 0, ChangefeedConfig::default())
+                .unwrap();
+            c.force_placement("cf1", forced);
+            c.tick(1_000);
+            let op = c.operator("cf1").expect("an add operator");
+            assert!(
+                matches!(&op.kind, OpKind::Add { dest } if dest == want),
+                "forced {forced}: {op:?}"
+            );
         }
     }
 }
