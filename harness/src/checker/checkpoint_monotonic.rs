@@ -92,7 +92,10 @@ mod tests {
         run.samples[n - 1].changefeeds[0].checkpoint_ts = prev - 1;
         let r = check(&run);
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
-        assert!(r.evidence[0].message.contains(&format!("below {prev}")), "{r:?}");
+        assert!(
+            r.evidence[0].message.contains(&format!("below {prev}")),
+            "{r:?}"
+        );
     }
 
     /// The evidence names when the high mark was first reached: a frozen

@@ -500,7 +500,9 @@ mod tests {
         for s in &mut run.samples {
             s.nodes[2].maintainers = vec![fixtures::maintainer(4, true, true, 0)];
             if (13_000..15_000).contains(&s.t_ms) {
-                s.nodes[1].maintainers.push(fixtures::maintainer(6, false, false, 0));
+                s.nodes[1]
+                    .maintainers
+                    .push(fixtures::maintainer(6, false, false, 0));
             }
         }
         let r = check(&run);
@@ -511,7 +513,9 @@ mod tests {
             .unwrap_or_else(|| panic!("{r:?}"))
             .message;
         assert!(
-            m.contains("that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=false)"),
+            m.contains(
+                "that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=false)"
+            ),
             "{m}"
         );
         assert!(
@@ -528,9 +532,9 @@ mod tests {
         }
         let r = check(&run);
         assert!(
-            r.evidence.iter().any(|e| e
-                .message
-                .contains("that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=true)")),
+            r.evidence.iter().any(|e| e.message.contains(
+                "that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=true)"
+            )),
             "{r:?}"
         );
     }
