@@ -164,8 +164,6 @@ pub struct Coordinator {
     /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
     forced_placement: BTreeMap<ChangefeedId, NodeId>,
     outbox: Vec<Envelope>,
-    /// Notable decisions, for logs and tests.
-    pub events: Vec<(u64, String)>,
     faults: Faults,
 }
 
@@ -222,7 +220,6 @@ impl Coordinator {
             probes: BTreeMap::new(),
             forced_placement: BTreeMap::new(),
             outbox: Vec::new(),
-            events: Vec::new(),
             faults: Faults::default(),
         };
         for n in &alive {
@@ -253,9 +250,10 @@ impl Coordinator {
         });
     }
 
-    fn log(&mut self, now: u64, e: String) {
+    /// A notable decision, to the node's log (nothing keeps it in memory:
+    /// a coordinator lives as long as its term).
+    fn log(&self, now: u64, e: String) {
         tracing::info!(coordinator = %self.node, version = self.version, now, "{e}");
-        self.events.push((now, e));
     }
 
     pub fn take_outbox(&mut self) -> Vec<Envelope> {
