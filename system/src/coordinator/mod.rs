@@ -1201,6 +1201,12 @@ mod tests {
             assert!(c.is_bootstrapped(), "{p:?}: every alive node answered");
 
             let mut c = replicating_on_a(p, FeedState::Normal);
+            let ids: Vec<&str> = c.changefeeds().map(|f| f.info.id.as_str()).collect();
+            assert_eq!(
+                ids,
+                ["cf1"],
+                "{p:?}: the introspection API lists every changefeed"
+            );
             assert!(c.operator("cf1").is_none() && c.operators().next().is_none());
             c.move_changefeed(30, "cf1", "B").unwrap();
             let op = c.operator("cf1").expect("the move's operator");

@@ -206,6 +206,39 @@ mod tests {
         );
     }
 
+    /// The log line of a finished operator names it as TiCDC does, so a
+    /// node's log reads beside TiCDC's (`AddMaintainerOperator ... finished`).
+    #[test]
+    fn a_finished_operator_is_logged_under_its_ticdc_name() {
+        let s = status(ComponentState::Working, true, 7);
+        let a: NodeId = "A".into();
+        let kinds = [
+            (OpKind::Add { dest: "A".into() }, "AddMaintainerOperator"),
+            (
+                OpKind::Stop {
+                    node: "A".into(),
+                    cascade: false,
+                },
+                "StopChangefeedOperator",
+            ),
+            (
+                OpKind::Move {
+                    origin: "B".into(),
+                    dest: "A".into(),
+                    adding: true,
+                },
+                "MoveMaintainerOperator",
+            ),
+        ];
+        for (kind, name) in kinds {
+            let line = Operator::new("c", kind, 7).post_finish_message(&a, &s);
+            assert!(
+                line.starts_with(&format!("{name} for c finished by A's report")),
+                "{line}"
+            );
+        }
+    }
+
     #[test]
     fn stop_check_per_profile() {
         let op = Operator::new(
@@ -291,6 +324,19 @@ mod tests {
                 Progress::Pending,
                 "{p:?}"
             );
+            // A destination working but not bootstrapped finishes the move
+            // only where the profile takes Working alone (TiCDC #4114).
+            let unbootstrapped = MaintainerStatus {
+                removal_only: false,
+                ..status(ComponentState::Working, false, 7)
+            };
+            let finished = adding.progress(p, &b, &unbootstrapped) == Progress::Finished;
+            assert_eq!(finished, !p.move_requires_bootstrap_done(), "{p:?}");
+            // A destination's maintainer of another epoch finishes it only
+            // where epochs are not checked.
+            let other_epoch = status(ComponentState::Working, true, 6);
+            let finished = adding.progress(p, &b, &other_epoch) == Progress::Finished;
+            assert_eq!(finished, !p.epochs_checked(), "{p:?}");
         }
     }
 }

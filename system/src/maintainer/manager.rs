@@ -273,3 +273,154 @@ impl MaintainerManager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::ChangefeedConfig;
+
+    fn add(cf: &str, epoch: u64) -> Message {
+        Message::AddMaintainer {
+            changefeed: cf.into(),
+            epoch,
+            checkpoint_ts: 5,
+            config: ChangefeedConfig::default(),
+        }
+    }
+
+    /// The manager adopts the newest coordinator that greets it, answers
+    /// it, takes commands only from it, and lists the maintainers it hosts
+    /// (what `/debug/node` shows).
+    #[test]
+    fn the_manager_follows_the_newest_coordinator_and_lists_its_maintainers() {
+        let (a, b): (NodeId, NodeId) = ("A".into(), "B".into());
+        for p in Profile::ALL {
+            let mut m = MaintainerManager::new(a.clone(), p, [a.clone(), b.clone()].into());
+            assert!(m.coordinator().is_none());
+            // Negative: no coordinator adopted yet, so no add is taken.
+            m.on_message(0, &b, add("cf0", 1));
+            assert_eq!(m.maintainers().count(), 0, "{p}");
+
+            m.on_message(10, &b, Message::CoordinatorBootstrapRequest { version: 2 });
+            assert_eq!(m.coordinator(), Some(&(b.clone(), 2)), "{p}");
+            let answers = m.take_outbox();
+            assert!(
+                answers.iter().any(|e| e.to == b
+                    && matches!(
+                        e.msg,
+                        Message::CoordinatorBootstrapResponse { version: 2, .. }
+                    )),
+                "{p}: {answers:?}"
+            );
+            // An older coordinator's greeting changes nothing.
+            m.on_message(20, &a, Message::CoordinatorBootstrapRequest { version: 1 });
+            assert_eq!(m.coordinator(), Some(&(b.clone(), 2)), "{p}");
+
+            m.on_message(30, &b, add("cf1", 1));
+            m.on_message(40, &a, add("cf2", 1)); // not the coordinator's
+            let hosted: Vec<(&str, u64)> = m
+                .maintainers()
+                .map(|x| (x.changefeed.as_str(), x.epoch))
+                .collect();
+            assert_eq!(hosted, [("cf1", 1)], "{p}");
+            assert!(m.maintainer("cf1").is_some() && m.maintainer("cf2").is_none());
+        }
+    }
+
+    /// Changefeeds whose status this tick's report to `coord` carries.
+    fn reported(m: &mut MaintainerManager, coord: &NodeId) -> Vec<(String, ComponentState)> {
+        m.take_outbox()
+            .into_iter()
+            .filter(|e| &e.to == coord)
+            .flat_map(|e| match e.msg {
+                Message::MaintainerStatuses { statuses } => statuses,
+                _ => vec![],
+            })
+            .map(|s| (s.changefeed, s.state))
+            .collect()
+    }
+
+    fn greeted(p: Profile) -> (MaintainerManager, NodeId) {
+        let (a, b): (NodeId, NodeId) = ("A".into(), "B".into());
+        let mut m = MaintainerManager::new(a.clone(), p, [a, b.clone()].into());
+        m.on_message(0, &b, Message::CoordinatorBootstrapRequest { version: 1 });
+        m.take_outbox();
+        (m, b)
+    }
+
+    /// A maintainer's status goes to the coordinator when it changes and
+    /// at least once a second otherwise, on the 200 ms report ticks.
+    #[test]
+    fn statuses_are_reported_on_change_and_at_least_every_second() {
+        let (mut m, b) = greeted(Profile::Fix);
+        m.on_message(0, &b, add("cf1", 1));
+        m.tick(1_000);
+        assert_eq!(
+            reported(&mut m, &b),
+            [("cf1".to_string(), ComponentState::Working)]
+        );
+        // Unchanged: not again before a second has passed.
+        m.tick(1_200);
+        assert!(reported(&mut m, &b).is_empty());
+        m.tick(1_800);
+        assert!(reported(&mut m, &b).is_empty());
+        m.tick(2_000);
+        assert_eq!(reported(&mut m, &b).len(), 1);
+    }
+
+    /// A plain remove of a maintainer this node does not host is answered
+    /// `Stopped` and creates nothing; a cascade remove of one creates the
+    /// removal-only maintainer of the seed bug (F1).
+    #[test]
+    fn a_remove_of_an_absent_maintainer() {
+        for p in Profile::ALL {
+            let (mut m, b) = greeted(p);
+            let remove = |cascade| Message::RemoveMaintainer {
+                changefeed: "cf9".into(),
+                epoch: 3,
+                cascade,
+            };
+            m.on_message(10, &b, remove(false));
+            assert!(m.maintainer("cf9").is_none(), "{p}");
+            m.tick(1_000);
+            assert_eq!(
+                reported(&mut m, &b),
+                [("cf9".to_string(), ComponentState::Stopped)],
+                "{p}"
+            );
+            m.on_message(1_100, &b, remove(true));
+            let r = m.maintainer("cf9").expect("a removal-only maintainer");
+            assert!(r.removal_only && r.epoch == 3, "{p}");
+        }
+    }
+
+    /// A stopped maintainer still registered (until the next report) is
+    /// replaced by an add of a newer epoch where epochs are checked; an add
+    /// of its own epoch, or any add before the fix, is ignored (F4).
+    #[test]
+    fn an_add_replaces_a_stopped_maintainer_only_for_a_newer_epoch() {
+        for p in Profile::ALL {
+            let (mut m, b) = greeted(p);
+            m.on_message(0, &b, add("cf1", 2));
+            let stop = Message::RemoveMaintainer {
+                changefeed: "cf1".into(),
+                epoch: 2,
+                cascade: false,
+            };
+            m.on_message(10, &b, stop);
+            assert_eq!(m.maintainer("cf1").unwrap().state, ComponentState::Stopped);
+            m.on_message(20, &b, add("cf1", 2));
+            assert_eq!(
+                m.maintainer("cf1").unwrap().state,
+                ComponentState::Stopped,
+                "{p}"
+            );
+            m.on_message(30, &b, add("cf1", 1));
+            assert_eq!(m.maintainer("cf1").unwrap().epoch, 2, "{p}");
+            m.on_message(40, &b, add("cf1", 3));
+            let cf1 = m.maintainer("cf1").unwrap();
+            let replaced = cf1.epoch == 3 && cf1.state == ComponentState::Working;
+            assert_eq!(replaced, p.epochs_checked(), "{p}");
+        }
+    }
+}

@@ -499,22 +499,65 @@ mod tests {
             tables: vec!["db.t1".into(), "db.t2".into()],
         };
         let mut m = Maintainer::new("cf1", 2, 1, config, 0);
-        assert_eq!(m.start_bootstrap(0, &ids(&["a", "old-b"])).len(), 2);
+        assert_eq!(m.start_bootstrap(1_000, &ids(&["a", "old-b"])).len(), 2);
         let none =
             m.on_bootstrap_response(p, &"a".to_string(), 2, 1, vec![], &ids(&["a", "old-b"]));
         assert!(none.is_empty() && !m.bootstrap_done);
-        // Negative: while old-b is alive the bootstrap waits (and re-sends to it).
-        let resent = m.tick(p, &ids(&["a", "old-b"]), 600);
+        // Negative: while old-b is alive the bootstrap waits, and re-sends
+        // to it once the resend period (500 ms) has passed, not before.
+        assert!(m.tick(p, &ids(&["a", "old-b"]), 1_200).is_empty());
+        let resent = m.tick(p, &ids(&["a", "old-b"]), 1_600);
         assert!(!m.bootstrap_done);
-        assert!(resent.iter().all(|(to, _)| to == "old-b"), "{resent:?}");
+        assert!(
+            resent.len() == 1 && resent.iter().all(|(to, _)| to == "old-b"),
+            "{resent:?}"
+        );
+        assert!(m.tick(p, &ids(&["a", "old-b"]), 1_900).is_empty());
         // old-b leaves: done, and both tables go to a.
-        let out = m.tick(p, &ids(&["a"]), 1_200);
+        let out = m.tick(p, &ids(&["a"]), 2_200);
         assert!(m.bootstrap_done);
         assert!(
             out.iter().any(|(to, msg)| to == "a"
                 && matches!(msg, Message::BootstrapRequest { tables, .. } if tables.len() == 2)),
             "{out:?}"
         );
+    }
+
+    /// A maintainer removed while it bootstraps takes no later answer: it
+    /// neither ends its bootstrap nor schedules tables on the nodes it is
+    /// closing. An answer of another epoch counts only where epochs are not
+    /// checked (TiCDC before the fix).
+    #[test]
+    fn bootstrap_answers_count_only_for_a_live_maintainer_of_their_epoch() {
+        let config = ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: vec!["db.t1".into()],
+        };
+        let alive = ids(&["a", "b"]);
+        let a = "a".to_string();
+        let b = "b".to_string();
+        for p in Profile::ALL {
+            // Removed half-way: b's answer is dropped.
+            let mut m = Maintainer::new("cf1", 2, 1, config.clone(), 0);
+            m.start_bootstrap(0, &alive);
+            m.on_bootstrap_response(p, &a, 2, 1, vec![], &alive);
+            m.on_remove(p, 2, true, &alive, 100);
+            let out = m.on_bootstrap_response(p, &b, 2, 1, vec![], &alive);
+            assert!(out.is_empty() && !m.bootstrap_done, "{p}: {out:?}");
+
+            // Another epoch's last answer.
+            let mut m = Maintainer::new("cf1", 2, 1, config.clone(), 0);
+            m.start_bootstrap(0, &alive);
+            m.on_bootstrap_response(p, &a, 2, 1, vec![], &alive);
+            let out = m.on_bootstrap_response(p, &b, 1, 1, vec![], &alive);
+            assert_eq!(m.bootstrap_done, !p.epochs_checked(), "{p}: {out:?}");
+            // Negative: the answer of its own epoch ends the bootstrap and
+            // schedules t1.
+            let out = m.on_bootstrap_response(p, &b, 2, 1, vec![], &alive);
+            if p.epochs_checked() {
+                assert!(m.bootstrap_done && out.len() == 1, "{p}: {out:?}");
+            }
+        }
     }
 
     /// A table scheduled on a node after bootstrap: the request (or its
@@ -534,6 +577,8 @@ mod tests {
         let lost = m.on_bootstrap_response(p, &"a".to_string(), 1, 1, vec![], &alive);
         assert_eq!(lost.len(), 1);
         assert!(m.bootstrap_done);
+        // Not before the resend period (500 ms) has passed.
+        assert!(m.tick(p, &alive, 100).is_empty());
         let again = m.tick(p, &alive, 600);
         assert!(
             again.iter().any(|(to, msg)| to == "a"
