@@ -250,8 +250,7 @@ impl Coordinator {
         });
     }
 
-    /// A notable decision, to the node's log (nothing keeps it in memory:
-    /// a coordinator lives as long as its term).
+    /// A notable decision, to the node's log.
     fn log(&self, now: u64, e: String) {
         tracing::info!(coordinator = %self.node, version = self.version, now, "{e}");
     }

@@ -456,6 +456,14 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// A changefeed of `tables` into one Kafka topic.
+    fn config(tables: &[&str]) -> ChangefeedConfig {
+        ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: tables.iter().map(|t| t.to_string()).collect(),
+        }
+    }
+
     /// A cascade close waiting for a node that then left: the stop operator's
     /// next remove completes it (docs/control-plane.md §4.1 F9/F10); without
     /// a further remove, pre-fix and fix stay stuck (§4.6-1) and hardened
@@ -494,10 +502,7 @@ mod tests {
     #[test]
     fn a_bootstrap_ends_when_the_node_it_waits_for_leaves() {
         let p = Profile::Hardened;
-        let config = ChangefeedConfig {
-            sink_uri: "kafka://k:9092/t".into(),
-            tables: vec!["db.t1".into(), "db.t2".into()],
-        };
+        let config = config(&["db.t1", "db.t2"]);
         let mut m = Maintainer::new("cf1", 2, 1, config, 0);
         assert_eq!(m.start_bootstrap(1_000, &ids(&["a", "old-b"])).len(), 2);
         let none =
@@ -529,10 +534,7 @@ mod tests {
     /// checked (TiCDC before the fix).
     #[test]
     fn bootstrap_answers_count_only_for_a_live_maintainer_of_their_epoch() {
-        let config = ChangefeedConfig {
-            sink_uri: "kafka://k:9092/t".into(),
-            tables: vec!["db.t1".into()],
-        };
+        let config = config(&["db.t1"]);
         let alive = ids(&["a", "b"]);
         let a = "a".to_string();
         let b = "b".to_string();
@@ -566,10 +568,7 @@ mod tests {
     #[test]
     fn a_lost_scheduling_request_is_sent_again_until_answered() {
         let p = Profile::Fix;
-        let config = ChangefeedConfig {
-            sink_uri: "kafka://k:9092/t".into(),
-            tables: vec!["db.t1".into()],
-        };
+        let config = config(&["db.t1"]);
         let mut m = Maintainer::new("cf1", 1, 1, config, 0);
         let alive = ids(&["a"]);
         assert_eq!(m.start_bootstrap(0, &alive).len(), 1);
@@ -601,10 +600,7 @@ mod tests {
     #[test]
     fn heartbeat_errors_count_once_per_node_and_not_while_removing() {
         let p = Profile::Fix;
-        let config = ChangefeedConfig {
-            sink_uri: "kafka://k:9092/t".into(),
-            tables: vec!["db.t1".into(), "db.t2".into()],
-        };
+        let config = config(&["db.t1", "db.t2"]);
         let alive = ids(&["a", "b"]);
         let booted = || {
             let mut m = Maintainer::new("cf1", 1, 1, config.clone(), 0);
