@@ -105,8 +105,20 @@ pub struct ClusterSpec {
     /// A bug switch on in every node: the nodes run the mutants image
     /// ([`images::system_mutants`]) with `--mutant NAME`.
     pub mutant: Option<String>,
+    /// The nodes' IDs derive from this seed and their slot (see
+    /// [`node_id_seed`]); `None` lets each node draw random IDs.
+    pub node_id_seed: Option<u64>,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
+}
+
+/// The `--node-id-seed` of `slot`'s node in a run with seed `run_seed`: the
+/// same run seed gives every slot the same node IDs again (a replay places
+/// maintainers as the recorded run did: the coordinator breaks placement ties
+/// by node ID), and the slots' IDs differ.
+pub fn node_id_seed(run_seed: u64, slot: Slot) -> u64 {
+    use cdc_system::node::splitmix64;
+    splitmix64(run_seed ^ splitmix64(0x6e6f_6465_0000_0000 | slot.index() as u64))
 }
 
 impl Default for ClusterSpec {
@@ -120,6 +132,7 @@ impl Default for ClusterSpec {
             spare_nodes: 0,
             node_settings: NodeSettings::default(),
             mutant: None,
+            node_id_seed: None,
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -689,6 +702,9 @@ impl Cluster {
         let host_port = free_port()?;
         let container_name = self.run.name(&name);
         let mut settings = spec.node_settings.to_args();
+        if let Some(seed) = spec.node_id_seed {
+            settings.push(format!("--node-id-seed={}", node_id_seed(seed, slot)));
+        }
         let image = match &spec.mutant {
             Some(m) => {
                 settings.push(format!("--mutant={m}"));
@@ -985,5 +1001,22 @@ mod port_tests {
         for _ in 0..500 {
             assert!(seen.insert(super::free_port().unwrap()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_id_seeds_repeat_per_run_seed_and_differ_per_slot() {
+        let a = node_id_seed(11, Slot::at_index(0));
+        assert_eq!(a, node_id_seed(11, Slot::at_index(0)));
+        assert_ne!(a, node_id_seed(11, Slot::at_index(1)));
+        assert_ne!(a, node_id_seed(12, Slot::at_index(0)));
+        let ids: std::collections::BTreeSet<_> = (0..5)
+            .map(|i| cdc_system::node::seeded_node_id(node_id_seed(11, Slot::at_index(i)), 0))
+            .collect();
+        assert_eq!(ids.len(), 5);
     }
 }

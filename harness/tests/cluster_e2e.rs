@@ -64,6 +64,7 @@ async fn start_node(c: &Cluster, link: &str) -> Node {
         },
         // Three nodes share this process: each has its own registry.
         faults: Faults::seeded(0),
+        id: None,
     };
     let (handle, task) = server::start(cfg).await.expect("node starts");
     let opts = ApiOptions {

@@ -101,6 +101,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
         spare_nodes: (sc.slots() - sc.cluster.nodes) as usize,
         mutant: opts.mutant.clone(),
         node_settings: node_settings(sc, profile),
+        node_id_seed: Some(opts.seed),
         ..Default::default()
     };
     let cluster = match Cluster::start(spec).await {

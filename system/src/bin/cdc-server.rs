@@ -51,8 +51,40 @@ struct Args {
     /// `mutants` feature only; this one refuses it otherwise).
     #[arg(long, env = "CDC_MUTANT")]
     mutant: Option<String>,
+    /// Derive this node's IDs from this seed instead of drawing them at
+    /// random (the chaos harness passes one per run and slot, so a replay
+    /// has the recorded run's IDs). Each start takes the next ID: the count
+    /// of starts is kept in `--node-starts-file`.
+    #[arg(long, env = "CDC_NODE_ID_SEED")]
+    node_id_seed: Option<u64>,
+    /// Where a seeded node counts its starts (it survives a container
+    /// restart, which keeps the container's files).
+    #[arg(
+        long,
+        env = "CDC_NODE_STARTS_FILE",
+        default_value = "/tmp/cdc-node-starts"
+    )]
+    node_starts_file: std::path::PathBuf,
     #[command(flatten)]
     settings: NodeSettings,
+}
+
+/// The ID of this start of a seeded node: the count of earlier starts comes
+/// from `file` (absent: none), which then holds one more.
+fn seeded_id(seed: u64, file: &std::path::Path) -> anyhow::Result<String> {
+    let start = match std::fs::read_to_string(file) {
+        Ok(s) => s.trim().parse::<u64>().with_context(|| {
+            format!(
+                "{}: expected the count of this node's starts, found {s:?}; delete the file to count from 0",
+                file.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+    };
+    std::fs::write(file, format!("{}\n", start + 1))
+        .with_context(|| format!("writing {}", file.display()))?;
+    Ok(cdc_system::node::seeded_node_id(seed, start))
 }
 
 #[tokio::main]
@@ -86,7 +118,14 @@ async fn main() -> anyhow::Result<()> {
         enable_failpoints: a.enable_failpoints,
         upstream: a.upstream.clone(),
     };
+    let id = match a.node_id_seed {
+        Some(seed) => {
+            Some(seeded_id(seed, &a.node_starts_file).context("cdc-server: --node-id-seed")?)
+        }
+        None => None,
+    };
     let cfg = NodeConfig {
+        id,
         root: a.root,
         etcd: a.etcd,
         listen: a.listen,

@@ -64,6 +64,8 @@ pub struct NodeConfig {
     pub settings: NodeSettings,
     /// The failpoints this node evaluates (its own registry).
     pub faults: Faults,
+    /// This start's node ID; `None` draws a fresh random one.
+    pub id: Option<String>,
 }
 
 /// A request from the API to the node loop.
@@ -604,7 +606,7 @@ impl NodeLoop {
 /// the loop until the session is lost (then the returned task ends with an
 /// error: a node whose lease expired must restart with a fresh ID).
 pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHandle<Result<()>>)> {
-    let id = super::fresh_node_id();
+    let id = cfg.id.clone().unwrap_or_else(super::fresh_node_id);
     let faults = cfg.faults.clone().for_node(&id);
     let cfg = NodeConfig { faults, ..cfg };
     let client = Client::connect(cfg.etcd.clone(), None)
