@@ -15,6 +15,12 @@
 //!   node container ............ --> toxiproxy :12379+i --> etcd :2379
 //! ```
 //!
+//! With [`KafkaTopology::Split`] the broker and its KRaft controller are two
+//! containers, and the broker reaches the controller only through the proxy
+//! `kafka-controller` (toxiproxy :19300 --> kafka-controller :9093): a toxic
+//! there makes the broker's metadata lag the controller's, as on any
+//! multi-node Kafka, while the controller still answers CreateTopics.
+//!
 //! Kafka advertises, for each link's listener, the address of the proxy in
 //! front of it, so after bootstrap every byte of that client still passes
 //! through Toxiproxy. The verifier listener bypasses all proxies so checks
@@ -40,6 +46,11 @@ const KAFKA_VERIFIER_PORT: u16 = 9094;
 const KAFKA_LINK_BASE_PORT: u16 = 9100;
 const TOXI_API_PORT: u16 = 8474;
 const TOXI_KAFKA_LINK_BASE_PORT: u16 = 19100;
+const KAFKA_CONTROLLER_PORT: u16 = 9093;
+const TOXI_KAFKA_CONTROLLER_PORT: u16 = 19300;
+/// The Toxiproxy proxy between the broker and its controller
+/// ([`KafkaTopology::Split`] only).
+pub const KAFKA_CONTROLLER_PROXY: &str = "kafka-controller";
 const TOXI_ETCD_LINK_BASE_PORT: u16 = 12379;
 const ETCD_CLIENT_PORT: u16 = 2379;
 const UPSTREAM_PORT: u16 = 7000;
@@ -108,8 +119,22 @@ pub struct ClusterSpec {
     /// The nodes' IDs derive from this seed and their slot (see
     /// [`node_id_seed`]); `None` lets each node draw random IDs.
     pub node_id_seed: Option<u64>,
+    /// Kafka as one process or as broker plus controller.
+    pub kafka_topology: KafkaTopology,
     /// Bound on each component's readiness.
     pub startup_timeout: Duration,
+}
+
+/// How Kafka runs: one KRaft process in combined mode (broker and controller,
+/// the default), or a broker and a controller in two containers with a proxy
+/// between them, where the broker learns metadata (new topics, partition
+/// leaders) some time after the controller answered a CreateTopics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KafkaTopology {
+    #[default]
+    Combined,
+    Split,
 }
 
 /// The `--node-id-seed` of `slot`'s node in a run with seed `run_seed`: the
@@ -133,6 +158,7 @@ impl Default for ClusterSpec {
             node_settings: NodeSettings::default(),
             mutant: None,
             node_id_seed: None,
+            kafka_topology: KafkaTopology::Combined,
             startup_timeout: Duration::from_secs(120),
         }
     }
@@ -158,6 +184,8 @@ pub struct Cluster {
     pub etcd: ContainerAsync<GenericImage>,
     pub toxiproxy: ContainerAsync<GenericImage>,
     pub kafka: ContainerAsync<GenericImage>,
+    /// The KRaft controller of [`KafkaTopology::Split`].
+    pub kafka_controller: Option<ContainerAsync<GenericImage>>,
     pub upstream: Option<ContainerAsync<GenericImage>>,
     nodes: Vec<NodeContainer>,
     toxi: toxiproxy::Client,
@@ -418,8 +446,9 @@ impl Cluster {
         let mut kafka_links = Vec::new();
         let mut proxies = Vec::new();
         let mut toxi_published = Vec::new();
+        let split = spec.kafka_topology == KafkaTopology::Split;
+        let controller_name = run.name("kafka-controller");
         let mut listeners = vec![
-            "CONTROLLER://:9093".to_string(),
             format!("INTERNAL://:{KAFKA_INTERNAL_PORT}"),
             format!("VERIFIER://:{KAFKA_VERIFIER_PORT}"),
         ];
@@ -432,6 +461,9 @@ impl Cluster {
             "INTERNAL:PLAINTEXT".into(),
             "VERIFIER:PLAINTEXT".into(),
         ];
+        if !split {
+            listeners.push(format!("CONTROLLER://:{KAFKA_CONTROLLER_PORT}"));
+        }
         for (i, l) in spec.kafka_links.iter().enumerate() {
             let i = i as u16;
             let listener = format!("LINK{i}");
@@ -459,6 +491,13 @@ impl Cluster {
                 proxy,
                 address,
             });
+        }
+        if split {
+            proxies.push(Proxy::new(
+                KAFKA_CONTROLLER_PROXY,
+                format!("0.0.0.0:{TOXI_KAFKA_CONTROLLER_PORT}"),
+                format!("{controller_name}:{KAFKA_CONTROLLER_PORT}"),
+            ));
         }
         let etcd_links = network_links(
             &spec.etcd_links,
@@ -509,7 +548,25 @@ impl Cluster {
         for (host, container) in &toxi_published {
             toxi_req = toxi_req.with_mapped_port(*host, ContainerPort::Tcp(*container));
         }
-        let kafka_req = request(images::kafka(), &run, &network, "kafka")
+        // Split: the broker is node 2 with storage of its own (formatted at
+        // its first start) and dials its controller through the proxy.
+        let controller_voters = format!("1@{toxi_name}:{TOXI_KAFKA_CONTROLLER_PORT}");
+        let controller_req = split.then(|| {
+            request(images::kafka(), &run, &network, "kafka-controller")
+                .with_env_var("KAFKA_CFG_PROCESS_ROLES", "controller")
+                .with_env_var("KAFKA_CFG_NODE_ID", "1")
+                .with_env_var(
+                    "KAFKA_CFG_LISTENERS",
+                    format!("CONTROLLER://:{KAFKA_CONTROLLER_PORT}"),
+                )
+                .with_env_var(
+                    "KAFKA_CFG_ADVERTISED_LISTENERS",
+                    format!("CONTROLLER://{toxi_name}:{TOXI_KAFKA_CONTROLLER_PORT}"),
+                )
+                .with_env_var("KAFKA_CFG_CONTROLLER_QUORUM_VOTERS", &controller_voters)
+                .with_startup_timeout(spec.startup_timeout)
+        });
+        let mut kafka_req = request(images::kafka(), &run, &network, "kafka")
             .with_mapped_port(verifier_port, KAFKA_VERIFIER_PORT.tcp())
             .with_env_var("KAFKA_CFG_LISTENERS", listeners.join(","))
             .with_env_var("KAFKA_CFG_ADVERTISED_LISTENERS", advertised.join(","))
@@ -521,6 +578,19 @@ impl Cluster {
             // checkpoint audit can tell what Kafka held at a given instant.
             .with_env_var("KAFKA_CFG_LOG_MESSAGE_TIMESTAMP_TYPE", "LogAppendTime")
             .with_startup_timeout(spec.startup_timeout);
+        if split {
+            kafka_req = kafka_req
+                .with_env_var("KAFKA_CFG_PROCESS_ROLES", "broker")
+                .with_env_var("KAFKA_CFG_NODE_ID", "2")
+                .with_env_var("KAFKA_CFG_CONTROLLER_QUORUM_VOTERS", &controller_voters)
+                .with_env_var("KAFKA_CFG_LOG_DIRS", "/var/lib/kafka/broker")
+                // Topics come from CreateTopics only, as on a production
+                // cluster: a metadata read of a missing topic (librdkafka's
+                // producers ask for auto-creation by default) would create
+                // it one round trip before the sink's CreateTopics and hide
+                // the broker's lag behind that call.
+                .with_env_var("KAFKA_CFG_AUTO_CREATE_TOPICS_ENABLE", "false");
+        }
         let upstream_req = spec.upstream.then(|| {
             request(images::system(), &run, &network, "upstream")
                 .with_mapped_port(upstream_host_port, UPSTREAM_PORT.tcp())
@@ -533,10 +603,18 @@ impl Cluster {
                 ])
                 .with_startup_timeout(spec.startup_timeout)
         });
-        let (etcd, toxiproxy, kafka, upstream) = tokio::try_join!(
+        let (etcd, toxiproxy, kafka, kafka_controller, upstream) = tokio::try_join!(
             async { etcd_req.start().await.context("starting etcd") },
             async { toxi_req.start().await.context("starting Toxiproxy") },
             async { kafka_req.start().await.context("starting Kafka") },
+            async {
+                match controller_req {
+                    Some(r) => Ok(Some(
+                        r.start().await.context("starting Kafka's controller")?,
+                    )),
+                    None => Ok(None),
+                }
+            },
             async {
                 match upstream_req {
                     Some(r) => Ok(Some(r.start().await.context("starting the upstream")?)),
@@ -608,6 +686,7 @@ impl Cluster {
             etcd,
             toxiproxy,
             kafka,
+            kafka_controller,
             upstream,
             nodes: Vec::new(),
             toxi,
@@ -877,6 +956,9 @@ impl Cluster {
             ("toxiproxy".into(), None, self.toxiproxy.id().to_string()),
             ("kafka".into(), None, self.kafka.id().to_string()),
         ];
+        if let Some(c) = &self.kafka_controller {
+            out.push(("kafka-controller".into(), None, c.id().to_string()));
+        }
         if let Some(u) = &self.upstream {
             out.push(("upstream".into(), None, u.id().to_string()));
         }
@@ -972,6 +1054,7 @@ impl Cluster {
             etcd,
             toxiproxy,
             kafka,
+            kafka_controller,
             upstream,
             nodes,
             guard,
@@ -985,6 +1068,9 @@ impl Cluster {
         }
         let _ = toxiproxy.rm().await;
         let _ = kafka.rm().await;
+        if let Some(c) = kafka_controller {
+            let _ = c.rm().await;
+        }
         let _ = etcd.rm().await;
         drop(guard);
         let docker = docker::connect()?;

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Starts a single-node Kafka in KRaft combined mode (broker + controller).
+# Starts a single-node Kafka in KRaft combined mode (broker + controller),
+# or, with KAFKA_CFG_PROCESS_ROLES and KAFKA_CFG_NODE_ID set, one side of the
+# harness's split topology (a controller, node 1, on the image's storage; a
+# broker, node 2, with KAFKA_CFG_LOG_DIRS of its own, formatted at its first
+# start).
 #
 # Every environment variable KAFKA_CFG_SOME_KEY becomes the broker property
 # some.key (so KAFKA_CFG_ADVERTISED_LISTENERS sets advertised.listeners). The
@@ -51,6 +55,10 @@ while IFS='=' read -r name value; do
       ;;
   esac
 done < <(env)
+
+# The storage is where log.dirs says (a broker of the split topology has
+# its own, formatted at its first start: the image's is the controller's).
+data=${props[log.dirs]}
 
 : > "$conf"
 for k in "${!props[@]}"; do printf '%s=%s\n' "$k" "${props[$k]}" >> "$conf"; done

@@ -122,7 +122,7 @@ impl DispatcherManager {
     ) -> Result<Arc<Self>, ManagerError> {
         let uri = SinkUri::parse(&cfg.sink_uri)?;
         let sink = Arc::new(
-            KafkaSink::new(&cfg.changefeed, &uri, cfg.write_mode)
+            KafkaSink::open(&cfg.changefeed, &uri, cfg.write_mode, cfg.dispatcher.bugs)
                 .await?
                 .keeping_queue(cfg.dispatcher.bugs.sink_keeps_queue),
         );

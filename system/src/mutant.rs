@@ -71,6 +71,10 @@ pub enum Mutant {
     )]
     SinkKeepsQueue,
     #[strum(
+        message = "sink | a new topic's metadata is read once, right after CreateTopics, though Kafka propagates it to brokers asynchronously: a miss fails the sink and the changefeed waits out a backoff | recovers"
+    )]
+    SinkReadsTopicMetadataOnce,
+    #[strum(
         message = "dispatchers | a change counts as written when it is sent, before Kafka acknowledges it | no-data-loss"
     )]
     DispatcherCheckpointBeforeAck,
@@ -180,6 +184,7 @@ mod tests {
         }
         let of = |m| DataPlaneBugs::of(&Faults::seeded(0).with_mutant(Some(m)).unwrap());
         assert!(of(Mutant::SinkKeepsQueue).sink_keeps_queue);
+        assert!(of(Mutant::SinkReadsTopicMetadataOnce).reads_topic_metadata_once);
         assert!(of(Mutant::DispatcherCheckpointBeforeAck).checkpoint_before_ack);
         assert!(of(Mutant::DispatcherSkipsOnRebuild).skips_on_rebuild);
         assert_eq!(of(Mutant::CheckpointAhead), DataPlaneBugs::default());
@@ -217,6 +222,8 @@ impl Mutant {
 pub struct DataPlaneBugs {
     /// [`Mutant::SinkKeepsQueue`].
     pub sink_keeps_queue: bool,
+    /// [`Mutant::SinkReadsTopicMetadataOnce`].
+    pub reads_topic_metadata_once: bool,
     /// [`Mutant::DispatcherCheckpointBeforeAck`].
     pub checkpoint_before_ack: bool,
     /// [`Mutant::DispatcherSkipsOnRebuild`].
@@ -227,6 +234,7 @@ impl DataPlaneBugs {
     pub fn of(faults: &crate::failpoint::Faults) -> DataPlaneBugs {
         DataPlaneBugs {
             sink_keeps_queue: faults.mutant(Mutant::SinkKeepsQueue),
+            reads_topic_metadata_once: faults.mutant(Mutant::SinkReadsTopicMetadataOnce),
             checkpoint_before_ack: faults.mutant(Mutant::DispatcherCheckpointBeforeAck),
             skips_on_rebuild: faults.mutant(Mutant::DispatcherSkipsOnRebuild),
         }

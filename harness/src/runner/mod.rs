@@ -102,6 +102,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
         mutant: opts.mutant.clone(),
         node_settings: node_settings(sc, profile),
         node_id_seed: Some(opts.seed),
+        kafka_topology: sc.cluster.kafka,
         ..Default::default()
     };
     let cluster = match Cluster::start(spec).await {

@@ -17,6 +17,7 @@ use super::error::Errors;
 use super::model::{Cluster, Deadlines, Timing, Workload, MAX_NODES};
 use super::spans;
 use super::types::{Dur, Expected, Profile};
+use crate::cluster::KafkaTopology;
 
 /// The top level of a scenario file as serde reads it.
 #[derive(Deserialize)]
@@ -51,6 +52,9 @@ fn yes() -> bool {
 struct RawCluster {
     nodes: Spanned<u32>,
     profiles: Spanned<Vec<Profile>>,
+    /// `"combined"` (default) or `"split"` (see [`KafkaTopology`]).
+    #[serde(default)]
+    kafka: KafkaTopology,
     #[serde(default)]
     timing: Timing,
 }
@@ -306,6 +310,7 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         cluster: Cluster {
             nodes,
             profiles,
+            kafka: rc.kafka,
             timing: rc.timing,
             settings,
         },

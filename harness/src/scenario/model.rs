@@ -38,6 +38,8 @@ pub struct Cluster {
     pub nodes: u32,
     /// The profiles to run on, in file order.
     pub profiles: Vec<Profile>,
+    /// Kafka as one process or as a broker and its controller.
+    pub kafka: crate::cluster::KafkaTopology,
     pub timing: Timing,
     /// The nodes' settings from `timing`, built during validation; the run
     /// sets the profile.

@@ -41,6 +41,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
         &timeline::Context {
             changefeeds: &header.changefeeds,
             nodes: header.cluster.nodes,
+            kafka: header.cluster.kafka,
             run: header.deadlines.run,
         },
         &mut errors,
@@ -111,10 +112,18 @@ recover = "60s"
 
     #[test]
     fn every_action_parses() {
-        let s = parse(
-            r#"
+        let head = HEAD.replace("nodes = 3", "nodes = 3\nkafka = \"split\"");
+        let steps = r#"
 [[step]]
 action = "start_workload"
+[[step]]
+id = "lag"
+action = "add_kafka_toxic"
+link = "controller"
+toxic = { type = "latency", attributes = { latency = 300, jitter = 50 } }
+[[step]]
+action = "remove_toxic"
+fault = "lag"
 [[step]]
 id = "slow"
 action = "add_toxic"
@@ -203,15 +212,28 @@ action = "remove_node"
 target = "node:4"
 [[step]]
 action = "stop_workload"
-"#,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+"#;
+        let s = parse_str(Path::new("t.toml"), &format!("{head}\n{steps}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.cluster.kafka, crate::cluster::KafkaTopology::Split);
+        assert_eq!(
+            s.steps[1].kind,
+            StepKind::AddKafkaToxic {
+                link: crate::scenario::types::KafkaLink::Controller,
+                toxic: ToxicKind::Latency {
+                    latency: 300,
+                    jitter: 50
+                },
+                stream: Streams::Both,
+                toxicity: 1.0,
+            }
+        );
         let actions: Vec<&str> = s.steps.iter().map(|s| s.kind.action()).collect();
         for a in ACTIONS {
             assert!(actions.contains(a), "{a} not exercised");
         }
         assert_eq!(
-            s.steps[1].kind,
+            s.steps[3].kind,
             StepKind::AddToxic {
                 target: Target::MaintainerOf("cf1".into()),
                 link: Link::Peers,
@@ -225,10 +247,10 @@ action = "stop_workload"
                 toxicity: 0.5,
             }
         );
-        assert_eq!(s.steps[1].id.as_deref(), Some("slow"));
-        assert_eq!(s.steps[16].at, Some(Duration::from_secs(120)));
+        assert_eq!(s.steps[3].id.as_deref(), Some("slow"));
+        assert_eq!(s.steps[18].at, Some(Duration::from_secs(120)));
         assert_eq!(
-            s.steps[19].kind,
+            s.steps[21].kind,
             StepKind::MoveChangefeed {
                 changefeed: "cf1".into(),
                 target: Target::Any(vec![Target::MaintainerOf("cf1".into())]),
@@ -335,6 +357,35 @@ action = "stop_workload"
             .expect_err("twice")
             .0;
         assert!(e[0].message.contains("claimed twice"), "{e:?}");
+    }
+
+    #[test]
+    fn a_kafka_toxic_needs_the_split_topology() {
+        let step = "[[step]]\nid = \"lag\"\naction = \"add_kafka_toxic\"\nlink = \"controller\"\ntoxic = { type = \"latency\", attributes = { latency = 300, jitter = 0 } }\n";
+        let (line, msg, hint) = error(step);
+        assert_eq!(line, 4, "{msg}");
+        assert!(msg.contains("controller link exists only"), "{msg}");
+        assert!(hint.contains("kafka = \"split\""), "{hint}");
+        let (_, msg, _) = error(&step.replace("controller", "broker"));
+        assert!(msg.contains("unknown variant `broker`"), "{msg}");
+        let split = HEAD.replace("nodes = 3", "nodes = 3\nkafka = \"split\"");
+        let e = parse_str(
+            Path::new("t.toml"),
+            &format!(
+                "{split}\n{}",
+                step.replace("jitter = 0 }", "jitter = 0, spread = 1 }")
+            ),
+        )
+        .expect_err("an unknown attribute")
+        .0;
+        assert!(e[0].message.contains("unknown attribute `spread`"), "{e:?}");
+        let e = parse_str(
+            Path::new("t.toml"),
+            &HEAD.replace("nodes = 3", "nodes = 3\nkafka = \"two\""),
+        )
+        .expect_err("an unknown topology")
+        .0;
+        assert!(e[0].message.contains("unknown variant `two`"), "{e:?}");
     }
 
     #[test]

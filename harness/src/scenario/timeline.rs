@@ -23,6 +23,7 @@ use super::types::{Action, Condition, Dur, FaultKind, Link, OnTimeout, StepKind,
 pub(crate) struct Context<'a> {
     pub changefeeds: &'a [String],
     pub nodes: u32,
+    pub kafka: crate::cluster::KafkaTopology,
     /// `deadlines.run`.
     pub run: Duration,
 }
@@ -214,7 +215,11 @@ fn step(src: Source<'_>, item: &Spanned<DeValue<'_>>) -> Result<(Step, StepSpans
             });
         let kind =
             from_value::<StepKind>(Spanned::new(span, DeValue::Table(t))).map_err(located)?;
-        if let (StepKind::AddToxic { toxic, .. }, Some(given)) = (&kind, toxic_attrs) {
+        let toxic = match &kind {
+            StepKind::AddToxic { toxic, .. } | StepKind::AddKafkaToxic { toxic, .. } => Some(toxic),
+            _ => None,
+        };
+        if let (Some(toxic), Some(given)) = (toxic, toxic_attrs) {
             let known: Vec<String> = serde_json::to_value(toxic)
                 .ok()
                 .and_then(|v| v.get("attributes").and_then(|a| a.as_object()).cloned())
@@ -472,6 +477,22 @@ fn across(steps: &[(Step, StepSpans)], cx: &Context<'_>, errors: &mut Errors<'_>
                         spans.key("link"),
                         "a toxic on link = \"peers\" in a one-node cluster",
                         "raise cluster.nodes to at least 2",
+                    );
+                }
+            }
+            StepKind::AddKafkaToxic { link, toxicity, .. } => {
+                if !(0.0..=1.0).contains(toxicity) {
+                    errors.add(
+                        spans.key("toxicity"),
+                        format!("toxicity = {toxicity} is not a probability"),
+                        "toxicity is in [0, 1] (1 = every connection)",
+                    );
+                }
+                if cx.kafka != crate::cluster::KafkaTopology::Split {
+                    errors.add(
+                        spans.key("link"),
+                        format!("Kafka's {link} link exists only when the broker and its controller are apart"),
+                        "set kafka = \"split\" in [cluster]",
                     );
                 }
             }

@@ -237,6 +237,32 @@ impl fmt::Display for Link {
     }
 }
 
+/// A link inside Kafka, behind its own Toxiproxy proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KafkaLink {
+    /// broker -> KRaft controller (metadata fetches, forwarded admin
+    /// requests, heartbeats); `cluster.kafka = "split"` only.
+    Controller,
+}
+
+impl KafkaLink {
+    /// Its Toxiproxy proxy (the cluster names it so).
+    pub fn proxy(self) -> &'static str {
+        match self {
+            KafkaLink::Controller => crate::cluster::KAFKA_CONTROLLER_PROXY,
+        }
+    }
+}
+
+impl fmt::Display for KafkaLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KafkaLink::Controller => "controller",
+        })
+    }
+}
+
 /// Which directions of a link a toxic acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -351,6 +377,18 @@ pub enum StepKind {
         /// node share one inbound proxy, so no toxic acts between two nodes.
         peer: Option<Target>,
         /// Toxiproxy's shape: `{ type = "latency", attributes = { latency = 500, jitter = 0 } }`.
+        toxic: ToxicKind,
+        #[serde(default)]
+        stream: Streams,
+        #[serde(default = "one")]
+        toxicity: f32,
+    },
+    /// Add a toxic on one of Kafka's own links (a fault; healed by
+    /// `remove_toxic`/`heal`). `link = "controller"` is the broker's link to
+    /// its KRaft controller (`cluster.kafka = "split"` only): slowed, the
+    /// broker learns new topics and leaders late while CreateTopics succeeds.
+    AddKafkaToxic {
+        link: KafkaLink,
         toxic: ToxicKind,
         #[serde(default)]
         stream: Streams,
@@ -484,6 +522,15 @@ impl fmt::Display for StepKind {
                 }
                 write!(f, " ({stream:?}, toxicity {toxicity})")
             }
+            StepKind::AddKafkaToxic {
+                link,
+                toxic,
+                stream,
+                toxicity,
+            } => write!(
+                f,
+                "add_kafka_toxic {toxic:?} on Kafka's {link} link ({stream:?}, toxicity {toxicity})"
+            ),
             StepKind::Partition { target, from } => write!(f, "partition {target} from {from}"),
             StepKind::RestartNode { target } => write!(f, "restart_node {target}"),
             StepKind::KillNode { target, down_for } => match down_for {
@@ -550,7 +597,7 @@ pub enum FaultKind {
 impl FaultKind {
     pub fn name(self) -> &'static str {
         match self {
-            FaultKind::Toxic => "a toxic (add_toxic)",
+            FaultKind::Toxic => "a toxic (add_toxic, add_kafka_toxic)",
             FaultKind::Partition => "a partition",
             FaultKind::Kill => "a killed node (kill_node without down_for)",
             FaultKind::Pause => "a paused node",
@@ -610,7 +657,7 @@ impl StepKind {
     /// The fault this step leaves open until healed, if any.
     pub fn opens_fault(&self) -> Option<FaultKind> {
         match self {
-            StepKind::AddToxic { .. } => Some(FaultKind::Toxic),
+            StepKind::AddToxic { .. } | StepKind::AddKafkaToxic { .. } => Some(FaultKind::Toxic),
             StepKind::Partition { .. } => Some(FaultKind::Partition),
             StepKind::KillNode { down_for: None, .. } => Some(FaultKind::Kill),
             StepKind::PauseNode { .. } => Some(FaultKind::Pause),

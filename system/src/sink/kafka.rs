@@ -35,6 +35,7 @@ use super::txn::{
     WriterSettings,
 };
 use super::uri::SinkUri;
+use crate::mutant::DataPlaneBugs;
 use crate::proto::{RowChange, TableDef, TableName};
 use crate::upstream::table_str;
 
@@ -307,6 +308,16 @@ impl KafkaSink {
         uri: &SinkUri,
         mode: WriteMode,
     ) -> Result<KafkaSink, SinkError> {
+        Self::open(changefeed, uri, mode, DataPlaneBugs::default()).await
+    }
+
+    /// [`KafkaSink::new`] with a `mutants` build's bug switches.
+    pub async fn open(
+        changefeed: &str,
+        uri: &SinkUri,
+        mode: WriteMode,
+        bugs: DataPlaneBugs,
+    ) -> Result<KafkaSink, SinkError> {
         let new_err = |detail: String| SinkError::NewProducer {
             bootstrap: uri.bootstrap(),
             detail,
@@ -353,14 +364,22 @@ impl KafkaSink {
                         Err((_, e)) => return Err(topic_err(format!("creating: {e}"))),
                     }
                 }
-                // Kafka propagates a new topic's metadata asynchronously:
-                // read it again until the dial timeout, as Kafka's clients
-                // retry `UNKNOWN_TOPIC_OR_PARTITION` / `LEADER_NOT_AVAILABLE`.
-                let deadline = tokio::time::Instant::now() + uri.dial_timeout;
-                wait_for_topic(&uri.topic, deadline, METADATA_POLL, |left| {
-                    Self::topic_partitions(&producer, &uri.topic, left)
-                })
-                .await?
+                if bugs.reads_topic_metadata_once {
+                    // The mutant: one read, a miss fails the sink.
+                    Self::topic_partitions(&producer, &uri.topic, uri.dial_timeout)
+                        .await
+                        .map_err(topic_err)?
+                        .ok_or_else(|| topic_err("created but not in metadata".into()))?
+                } else {
+                    // Kafka propagates a new topic's metadata asynchronously:
+                    // read it again until the dial timeout, as Kafka's clients
+                    // retry `UNKNOWN_TOPIC_OR_PARTITION` / `LEADER_NOT_AVAILABLE`.
+                    let deadline = tokio::time::Instant::now() + uri.dial_timeout;
+                    wait_for_topic(&uri.topic, deadline, METADATA_POLL, |left| {
+                        Self::topic_partitions(&producer, &uri.topic, left)
+                    })
+                    .await?
+                }
             }
         };
         let partitions = match uri.partition_num {

@@ -45,7 +45,9 @@ impl Family {
     /// The family that injects `kind`, if it is a fault.
     pub fn of_step(kind: &StepKind) -> Option<Family> {
         Some(match kind {
-            StepKind::AddToxic { .. } | StepKind::Partition { .. } => Family::Network,
+            StepKind::AddToxic { .. }
+            | StepKind::AddKafkaToxic { .. }
+            | StepKind::Partition { .. } => Family::Network,
             StepKind::RestartNode { .. }
             | StepKind::KillNode { .. }
             | StepKind::PauseNode { .. } => Family::Process,

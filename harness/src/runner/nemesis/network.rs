@@ -1,6 +1,7 @@
 //! Toxics and partitions on a node's own Toxiproxy proxy of a link
 //! (`kafka-node-N`, `etcd-node-N`, `upstream-node-N`, and `msg-node-N` for
-//! the control messages *to* node N). A partition from peers also drops the
+//! the control messages *to* node N), and toxics on Kafka's own links
+//! (`kafka-controller`). A partition from peers also drops the
 //! node's outbound control messages (failpoint
 //! `pkg/messaging/InjectDropRemoteMessage`), since its outbound streams share
 //! the peers' inbound proxies.
@@ -23,10 +24,10 @@ pub const DROP_ALL_OUTBOUND: &str = "return(true)";
 
 impl Nemesis for Network {
     async fn inject(&self, w: &World, f: &Fault<'_>) -> Result<Injected> {
-        let slot = f.slot()?;
         let toxi = w.cluster.toxiproxy_client().clone();
         let mut out = Injected::default();
-        match f.kind {
+        // A toxic: its proxy and shape.
+        let toxic = match f.kind {
             StepKind::AddToxic {
                 link,
                 peer,
@@ -38,32 +39,45 @@ impl Nemesis for Network {
                 if peer.is_some() {
                     bail!("`peer` on a peers toxic is not supported: the control messages to a node share one inbound proxy (msg-node-N); drop `peer`");
                 }
-                let proxy = link.proxy_of(slot);
-                let mut names = Vec::new();
-                for s in stream.streams() {
-                    let t = Toxic::new(toxic.clone(), s)
-                        .named(format!("{}-{}", f.id, s.as_str()))
-                        .with_toxicity(*toxicity);
-                    toxi.add_toxic(&proxy, &t)
-                        .await
-                        .with_context(|| format!("adding toxic {} on {proxy}", t.name))?;
-                    names.push(t.name);
-                }
-                let listed = toxi.toxics(&proxy).await?;
-                for n in &names {
-                    if listed.iter().any(|t| &t.name == n) {
-                        out.effects.push(w.effect(EffectKind::ToxicActive {
-                            proxy: proxy.clone(),
-                            toxic: n.clone(),
-                        }));
-                    }
-                }
-                out.open = Some(OpenFault::Toxic {
-                    proxy,
-                    toxics: names,
-                });
+                Some((link.proxy_of(f.slot()?), toxic, stream, toxicity))
             }
+            StepKind::AddKafkaToxic {
+                link,
+                toxic,
+                stream,
+                toxicity,
+            } => Some((link.proxy().to_string(), toxic, stream, toxicity)),
+            _ => None,
+        };
+        if let Some((proxy, toxic, stream, toxicity)) = toxic {
+            let mut names = Vec::new();
+            for s in stream.streams() {
+                let t = Toxic::new(toxic.clone(), s)
+                    .named(format!("{}-{}", f.id, s.as_str()))
+                    .with_toxicity(*toxicity);
+                toxi.add_toxic(&proxy, &t)
+                    .await
+                    .with_context(|| format!("adding toxic {} on {proxy}", t.name))?;
+                names.push(t.name);
+            }
+            let listed = toxi.toxics(&proxy).await?;
+            for n in &names {
+                if listed.iter().any(|t| &t.name == n) {
+                    out.effects.push(w.effect(EffectKind::ToxicActive {
+                        proxy: proxy.clone(),
+                        toxic: n.clone(),
+                    }));
+                }
+            }
+            out.open = Some(OpenFault::Toxic {
+                proxy,
+                toxics: names,
+            });
+            return Ok(out);
+        }
+        match f.kind {
             StepKind::Partition { from, .. } => {
+                let slot = f.slot()?;
                 let proxy = from.proxy_of(slot);
                 toxi.set_enabled(&proxy, false)
                     .await
