@@ -67,6 +67,10 @@ pub enum Family {
     /// A user's operation: pause/resume, move, remove/create a changefeed,
     /// add or remove a node.
     Operation,
+    /// Kafka split into broker and controller, the link between them slowed
+    /// (`add_kafka_toxic`): the broker learns new topics and leaders late.
+    /// Decided on a stream of its own (see [`generate`]).
+    KafkaMetadata,
 }
 
 impl Family {
@@ -172,6 +176,9 @@ impl Timing {
         out
     }
 }
+
+/// Mixed into the seed of [`Family::KafkaMetadata`]'s own stream.
+const KAFKA_METADATA_STREAM: u64 = 0x6b61_666b_615f_6d64;
 
 /// Decision `i` of a run comes from this RNG, seeded by `(seed, index)`
 /// alone (SplitMix64 of the pair), so no state outside the inputs shifts it.
@@ -325,7 +332,7 @@ fn weight(f: Family) -> u32 {
         Family::KafkaLink | Family::SinkError => 4,
         Family::Message | Family::Process | Family::Operation => 3,
         Family::Failpoint | Family::Partition => 2,
-        Family::OtherLink | Family::Resign | Family::Broker => 1,
+        Family::OtherLink | Family::Resign | Family::Broker | Family::KafkaMetadata => 1,
     }
 }
 
@@ -350,6 +357,10 @@ pub fn generate(spec: &Spec) -> Generated {
     // random non-empty subset. A list names the families a user wants to
     // meet: all of them are enabled in every run.
     let every = Family::iter().all(|f| allowed.contains(&f));
+    // Kafka's metadata path is decided below on a stream of its own, so
+    // the family shifted none of the others' draws when it joined.
+    let metadata = allowed.contains(&Family::KafkaMetadata);
+    allowed.retain(|f| *f != Family::KafkaMetadata);
     let mut enabled: Vec<Family> = allowed
         .iter()
         .copied()
@@ -467,6 +478,29 @@ pub fn generate(spec: &Spec) -> Generated {
             break;
         }
     }
+    // Split Kafka and a toxic between broker and controller: every run of
+    // an exploration that names the family, one in four under `all`.
+    let mut side = rng_of(spec.seed ^ KAFKA_METADATA_STREAM, spec.index);
+    let split = metadata && (!every || side.random_bool(0.25));
+    if split {
+        enabled.push(Family::KafkaMetadata);
+        let start = side.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500;
+        let end = (start + *pick(&mut side, &bounds)).min(HEAL_BY_MS);
+        let cf = pick(&mut side, &feeds).clone();
+        let (mut slots, mut live) = (slots, live);
+        let d = draw(
+            Family::KafkaMetadata,
+            &mut side,
+            &cf,
+            start,
+            end,
+            &mut slots,
+            &mut live,
+            nodes,
+        )
+        .expect("a metadata toxic is always drawn");
+        drafts.push(d);
+    }
     drafts.sort_by_key(|d| d.start_ms);
     let faults = drafts.len();
 
@@ -526,6 +560,9 @@ pub fn generate(spec: &Spec) -> Generated {
         HEAL_BY_MS / 1000
     );
     let _ = writeln!(t, "[cluster]\nnodes = {nodes}");
+    if split {
+        let _ = writeln!(t, "kafka = \"split\"");
+    }
     let _ = writeln!(t, "profiles = [\"{}\"]\n", spec.profile);
     let _ = writeln!(t, "[cluster.timing]");
     let _ = writeln!(t, "session_ttl = \"{}s\"", timing.ttl_s);
@@ -941,6 +978,16 @@ fn draw(
                 format!("{what} on the Kafka link of {target} for {}", secs(end - start)),
             )
         }
+        Family::KafkaMetadata => {
+            // Up to 600 ms each way: the broker's metadata fetches (2 s
+            // request timeout) still get through, late.
+            let ms = *pick(rng, &[100u64, 300, 600]);
+            window(
+                format!("action = \"add_kafka_toxic\"\nlink = \"controller\"\ntoxic = {{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}\n"),
+                remove_toxic,
+                format!("{ms} ms latency between Kafka's broker and controller for {}", secs(end - start)),
+            )
+        }
         Family::OtherLink => {
             let target = role(rng, cf);
             let link = *pick(rng, &["etcd", "upstream", "peers"]);
@@ -1239,6 +1286,33 @@ mod tests {
             assert_eq!(g.enabled, vec![Family::Resign]);
             assert!(!g.toml.contains("add_toxic"), "{}", g.toml);
         }
+    }
+
+    #[test]
+    fn kafka_metadata_splits_kafka_when_named_and_one_run_in_four_under_all() {
+        // Named alone: every run splits Kafka and slows its controller link.
+        for seed in 0..50 {
+            let g = generate(&Spec {
+                families: vec![Family::KafkaMetadata],
+                ..spec(seed, 0, Profile::Fix)
+            });
+            assert_eq!(g.enabled, vec![Family::KafkaMetadata]);
+            assert!(g.toml.contains("kafka = \"split\""), "{}", g.toml);
+            assert_eq!(g.toml.matches("action = \"add_kafka_toxic\"").count(), 1);
+            assert_eq!(g.faults, 1);
+        }
+        // Under `all`, about one run in four.
+        let mut split = 0;
+        for seed in 0..400 {
+            let all = generate(&spec(seed, 3, Profile::Fix));
+            if all.toml.contains("kafka = \"split\"") {
+                split += 1;
+                assert!(all.enabled.contains(&Family::KafkaMetadata));
+                continue;
+            }
+            assert!(!all.toml.contains("add_kafka_toxic"));
+        }
+        assert!((60..=140).contains(&split), "{split} of 400");
     }
 
     #[test]
