@@ -74,6 +74,16 @@ fn str_of<'a>(t: &'a Table, key: &str) -> Option<&'a str> {
     t.get(key).and_then(Value::as_str)
 }
 
+/// A step's `at` in ms from t = 0, if it has one.
+fn at_ms(t: &Table) -> Option<u64> {
+    str_of(t, "at")
+        .and_then(|a| a.parse::<scenario::Dur>().ok())
+        .map(|d| d.0.as_millis() as u64)
+}
+
+/// How late a step must have started for [`Schedule::as_run`] to move it.
+const PIN_AFTER_MS: u64 = 500;
+
 /// The units of `steps`: what ddmin removes together.
 fn units(steps: &[Table]) -> Vec<Unit> {
     let mut out: Vec<Unit> = Vec::new();
@@ -150,6 +160,31 @@ impl Schedule {
             header,
             steps: steps.into_iter().enumerate().collect(),
         })
+    }
+
+    /// The schedule as `run` carried it out: a step written with `at` that
+    /// started at least [`PIN_AFTER_MS`] later (a step before it waited for
+    /// its target, and the runner moves every later `at` by a step's
+    /// lateness) is written at the time it started (to 100 ms; for a step
+    /// skipped when the run stopped early, the stop). Removing the step that
+    /// waited then leaves the others where they ran: a partition that lasted
+    /// 40 s because a failpoint step waited 40 s for its target stays a 40 s
+    /// partition, not the 2 s its file says. Returns how many steps moved.
+    fn as_run(&self, run: &crate::run_model::Run) -> (Schedule, usize) {
+        let mut s = self.clone();
+        let mut moved = 0;
+        for (orig, t) in s.steps.iter_mut() {
+            let Some(written) = at_ms(t) else { continue };
+            let Some(rec) = run.steps.iter().find(|r| r.index == *orig) else {
+                continue;
+            };
+            if rec.started_ms >= written + PIN_AFTER_MS {
+                let at = scenario::Dur(Duration::from_millis(rec.started_ms / 100 * 100));
+                t.insert("at".into(), Value::String(at.to_string()));
+                moved += 1;
+            }
+        }
+        (s, moved)
     }
 
     /// Without the steps of `drop` (original indexes).
@@ -259,11 +294,6 @@ fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
         out.push(("a pause instead of the kill".to_string(), c));
     }
     // A shorter window: the heal comes halfway.
-    let at_ms = |t: &Table| -> Option<u64> {
-        str_of(t, "at")
-            .and_then(|a| a.parse::<scenario::Dur>().ok())
-            .map(|d| d.0.as_millis() as u64)
-    };
     if let (Some(start), Some(last)) = (at_ms(first), u.steps.last()) {
         if let Some(end) = s.step(*last).and_then(at_ms) {
             let half = start + (end - start) / 2;
@@ -429,7 +459,7 @@ pub async fn shrink(req: &ShrinkRequest) -> Result<ShrinkOutcome> {
         .scenario_text
         .parse()
         .with_context(|| format!("{}: the scenario file does not parse", req.dir.display()))?;
-    let full = Schedule::of(&doc)?;
+    let (full, moved) = Schedule::of(&doc)?.as_run(&rec.run);
     let all_steps: Vec<Table> = full.steps.iter().map(|(_, t)| t.clone()).collect();
     let all_units = units(&all_steps);
     let out = req.dir.join("shrink");
@@ -452,6 +482,11 @@ pub async fn shrink(req: &ShrinkRequest) -> Result<ShrinkOutcome> {
     );
     for (i, u) in all_units.iter().enumerate() {
         eprintln!("    unit {}: {}", i + 1, u.what);
+    }
+    if moved > 0 {
+        eprintln!(
+            "    {moved} step(s) written at the times the recorded run started them (a step before them was late)"
+        );
     }
     let mut best = full.clone();
     let mut best_dir = req.dir.clone();
@@ -672,6 +707,100 @@ action = "stop_workload"
             moved.targets.into_iter().collect::<Vec<_>>(),
             vec![(1, 2), (3, 1)]
         );
+    }
+
+    #[test]
+    fn steps_are_written_where_the_recorded_run_started_them() {
+        let text = r#"name = "x"
+description = "x"
+[cluster]
+nodes = 3
+profiles = ["pre-fix"]
+[[changefeed]]
+name = "cf1"
+[expect]
+pre-fix = "pass"
+[deadlines]
+run = "4m"
+recover = "90s"
+[[step]]
+action = "start_workload"
+[[step]]
+at = "23s"
+id = "f2"
+action = "partition"
+target = "any-except:coordinator"
+from = "peers"
+[[step]]
+at = "23s"
+id = "f3"
+action = "enable_failpoint"
+target = "dispatcher-host-of:cf1"
+name = "pkg/messaging/InjectDropRemoteMessage"
+value = "10%return(true)"
+[[step]]
+at = "25s"
+action = "heal"
+fault = "f2"
+[[step]]
+at = "25500ms"
+action = "disable_failpoint"
+fault = "f3"
+[[step]]
+action = "stop_workload"
+"#;
+        use crate::run_model::{Bounds, Run, StepOutcome, StepRecord};
+        let step = |index: usize, started_ms: u64, outcome: StepOutcome| StepRecord {
+            index,
+            id: None,
+            action: String::new(),
+            detail: String::new(),
+            started_ms,
+            ended_ms: started_ms,
+            target: None,
+            outcome,
+            effects: Vec::new(),
+        };
+        let mut run = Run::new(
+            "x",
+            "pre-fix",
+            12,
+            Bounds {
+                recover_ms: 90_000,
+                maintainer_bootstrap_ms: 30_000,
+                removal_only_ms: 60_000,
+            },
+        );
+        run.steps = vec![
+            step(0, 0, StepOutcome::Done),
+            // On time (within PIN_AFTER_MS): not moved.
+            step(1, 23_300, StepOutcome::Done),
+            step(
+                2,
+                23_310,
+                StepOutcome::NotExercised {
+                    message: "no node held target".into(),
+                },
+            ),
+            // Moved by the 40 s wait of the step before.
+            step(3, 63_340, StepOutcome::Done),
+            step(4, 63_845, StepOutcome::Skipped),
+        ];
+        let doc: Table = text.parse().unwrap();
+        let (s, moved) = Schedule::of(&doc).unwrap().as_run(&run);
+        assert_eq!(moved, 2);
+        let at = |i: usize| str_of(s.step(i).unwrap(), "at").map(str::to_string);
+        assert_eq!(at(1).as_deref(), Some("23s"));
+        assert_eq!(at(3).as_deref(), Some("63300ms"));
+        assert_eq!(at(4).as_deref(), Some("63800ms"));
+        // Without the failpoint's unit, the partition still lasts 40 s.
+        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let us = units(&all);
+        let fp = us.iter().find(|u| u.steps.contains(&2)).unwrap();
+        let c = s.without(&fp.steps);
+        let text = c.render("x", "shrunk").unwrap();
+        crate::scenario::parse_str(Path::new("x.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.contains("at = \"63300ms\""), "{text}");
     }
 
     #[test]
