@@ -18,7 +18,7 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("toxiproxy {method} {url} timed out after {timeout:?}: is the Toxiproxy container up and its API port mapped?")]
+    #[error("toxiproxy {method} {url} timed out after {timeout:?}: is the Toxiproxy container up and its API port mapped? (a DELETE of a toxic that hangs while its proxy is up is Shopify/toxiproxy#558: a client closed its connection while the toxic held data; only a Toxiproxy restart frees the API)")]
     Timeout {
         method: &'static str,
         url: String,

@@ -922,8 +922,9 @@ fn draw(
                 // never times out a request and closes its connection while
                 // the toxic holds data for it: Toxiproxy then cannot remove
                 // the toxic (its API hangs, Shopify/toxiproxy#558; explore
-                // fix seed 5 run 11). A held write is the `timeout` toxic's.
-                let ms = *pick(rng, &[500u64, 1_000, 2_000]);
+                // fix seed 5 run 11; with 2 s still fix seed 6 run 19, so
+                // now at most 1 s). A held write is the `timeout` toxic's.
+                let ms = *pick(rng, &[500u64, 1_000]);
                 (
                     format!("{{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}"),
                     format!("{ms} ms latency"),

@@ -32,6 +32,22 @@ pub fn holds(v: &View, c: &Condition, at_start: &WaitStart, r: &mut Resolver) ->
             (Some(now), None) => Some(format!("coordinator {} (term {})", now.0, now.1)),
             _ => None,
         },
+        Condition::NodeLive { on } => {
+            let slot = r.resolve(v, on).ok()?;
+            let (coord, _) = v.coordinator.as_ref()?;
+            let n = v.nodes.iter().find(|n| n.slot == slot)?;
+            let follows = n
+                .snapshot
+                .as_ref()
+                .and_then(|s| s.coordinator.as_ref())
+                .is_some_and(|c| &c.0 == coord);
+            (n.reachable && follows).then(|| {
+                format!(
+                    "node {slot} ({}) answers and follows coordinator {coord}",
+                    n.id.as_deref().unwrap_or("?")
+                )
+            })
+        }
         Condition::MaintainerPresent {
             changefeed,
             on,

@@ -211,6 +211,11 @@ action = "add_node"
 action = "remove_node"
 target = "node:4"
 [[step]]
+action = "wait"
+until = "node_live"
+on = "node-of:dead"
+timeout = "10s"
+[[step]]
 action = "stop_workload"
 "#;
         let s = parse_str(Path::new("t.toml"), &format!("{head}\n{steps}"))
@@ -255,6 +260,11 @@ action = "stop_workload"
                 changefeed: "cf1".into(),
                 target: Target::Any(vec![Target::MaintainerOf("cf1".into())]),
             }
+        );
+        let live = &s.steps[s.steps.len() - 2].kind;
+        assert!(
+            matches!(live, StepKind::Wait { condition: crate::scenario::types::Condition::NodeLive { on: Target::NodeOf(id) }, .. } if id == "dead"),
+            "{live:?}"
         );
         assert!(s.heal_at_end);
         assert_eq!(s.deadlines.maintainer_bootstrap, Duration::from_secs(30));

@@ -297,6 +297,10 @@ pub enum Condition {
     },
     /// The coordinator role moved to another node or term since the wait began.
     CoordinatorChanged {},
+    /// The node of `on` answers its API and follows the coordinator etcd
+    /// names (a node that started again after losing its session counts,
+    /// under its new ID).
+    NodeLive { on: Target },
     /// A maintainer of the changefeed is registered (on `on`, if given),
     /// optionally bootstrapped and/or removal-only.
     MaintainerPresent {
@@ -322,7 +326,7 @@ impl Condition {
             | Condition::MaintainerPresent { changefeed, .. }
             | Condition::MaintainerAbsent { changefeed, .. }
             | Condition::CheckpointAdvanced { changefeed } => Some(changefeed),
-            Condition::CoordinatorChanged {} => None,
+            Condition::CoordinatorChanged {} | Condition::NodeLive { .. } => None,
         }
     }
 
@@ -331,6 +335,7 @@ impl Condition {
             Condition::MaintainerPresent { on, .. } | Condition::MaintainerAbsent { on, .. } => {
                 on.as_ref()
             }
+            Condition::NodeLive { on } => Some(on),
             _ => None,
         }
     }
@@ -471,6 +476,7 @@ impl fmt::Display for Condition {
                 write!(f, "{changefeed} is {state:?}")
             }
             Condition::CoordinatorChanged {} => f.write_str("the coordinator changed"),
+            Condition::NodeLive { on } => write!(f, "{on} is live"),
             Condition::MaintainerPresent {
                 changefeed,
                 on,

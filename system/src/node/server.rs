@@ -602,6 +602,59 @@ impl NodeLoop {
     }
 }
 
+/// Connects to etcd and joins the membership, waiting while etcd does not
+/// answer (as TiCDC's server keeps retrying its etcd client): a node started
+/// again after its session was lost is often still cut off etcd, and giving
+/// up then would end its container for good (explore fix seed 6 run 18: the
+/// new process exited with `granting the capture lease: tcp connect error`
+/// and the node never came back). Any other error ends the start.
+async fn join_when_etcd_answers(
+    cfg: &NodeConfig,
+    info: CaptureInfo,
+) -> Result<(Client, Membership)> {
+    let s = &cfg.settings;
+    let mut wait = Duration::from_millis(200);
+    loop {
+        let attempt = async {
+            let client = Client::connect(cfg.etcd.clone(), None)
+                .await
+                .with_context(|| format!("connecting to etcd at {:?}", cfg.etcd))?;
+            let m = Membership::join(
+                client.clone(),
+                &cfg.root,
+                info.clone(),
+                s.ttl(),
+                s.removal_delay(),
+            )
+            .await?;
+            anyhow::Ok((client, m))
+        };
+        match attempt.await {
+            Ok(joined) => return Ok(joined),
+            Err(e) if etcd_unavailable(&e) => {
+                tracing::warn!(node = %info.id, etcd = ?cfg.etcd, "etcd does not answer ({e:#}); joining again in {} ms", wait.as_millis());
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `e` says etcd could not be reached (refused, unreachable, timed
+/// out), not that it refused the request.
+fn etcd_unavailable(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| match c.downcast_ref::<etcd_client::Error>() {
+            Some(etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_)) => true,
+            Some(etcd_client::Error::GRpcStatus(st)) => matches!(
+                st.code(),
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded
+            ),
+            _ => false,
+        })
+}
+
 /// Starts a node: joins the membership, serves the message center, and runs
 /// the loop until the session is lost (then the returned task ends with an
 /// error: a node whose lease expired must restart with a fresh ID).
@@ -609,17 +662,13 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
     let id = cfg.id.clone().unwrap_or_else(super::fresh_node_id);
     let faults = cfg.faults.clone().for_node(&id);
     let cfg = NodeConfig { faults, ..cfg };
-    let client = Client::connect(cfg.etcd.clone(), None)
-        .await
-        .with_context(|| format!("connecting to etcd at {:?}", cfg.etcd))?;
     let info = CaptureInfo {
         id: id.clone(),
         advertise_addr: cfg.advertise.clone(),
         http_addr: cfg.http_advertise.clone(),
     };
+    let (client, membership) = join_when_etcd_answers(&cfg, info).await?;
     let s = &cfg.settings;
-    let membership =
-        Membership::join(client.clone(), &cfg.root, info, s.ttl(), s.removal_delay()).await?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding the message center on {}", cfg.listen))?;
@@ -814,5 +863,31 @@ mod tests {
         cap_to_persisted(&mut views, &held);
         let got: Vec<u64> = views.iter().map(|v| v.checkpoint_tso).collect();
         assert_eq!(got, vec![150, 90, 50]);
+    }
+}
+
+#[cfg(test)]
+mod join_tests {
+    use super::etcd_unavailable;
+    use anyhow::Context;
+
+    #[test]
+    fn only_an_etcd_that_does_not_answer_is_waited_for() {
+        let unavailable: anyhow::Result<()> = Err(etcd_client::Error::GRpcStatus(
+            tonic::Status::unavailable("tcp connect error"),
+        ))
+        .context("granting the capture lease");
+        assert!(etcd_unavailable(&unavailable.unwrap_err()));
+        let timed_out = anyhow::Error::new(etcd_client::Error::GRpcStatus(
+            tonic::Status::deadline_exceeded("slow"),
+        ));
+        assert!(etcd_unavailable(&timed_out));
+        let refused = anyhow::Error::new(etcd_client::Error::GRpcStatus(
+            tonic::Status::permission_denied("no"),
+        ));
+        assert!(!etcd_unavailable(&refused));
+        assert!(!etcd_unavailable(&anyhow::anyhow!(
+            "binding the message center"
+        )));
     }
 }
