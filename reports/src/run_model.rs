@@ -87,6 +87,11 @@ pub struct RunMeta {
     /// record it replayed, whose role targets it resolved to the same nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// Set when a `wait` with `on_timeout = "abort"` timed out and cut the
+    /// timeline short: which wait. Such a run is at best INCONCLUSIVE
+    /// (*faults-bit*): what it was meant to show was not carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<String>,
 }
 
 /// How much of a run is carried out once its verdict can no longer change.
@@ -587,6 +592,7 @@ impl Run {
                 error_class: None,
                 mode: RunMode::Full,
                 stopped_early: None,
+                aborted: None,
                 startup_ms: None,
                 replay_of: None,
             },

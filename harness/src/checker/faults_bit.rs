@@ -1,9 +1,11 @@
 //! *faults bit*: every injected fault showed an effect (the proxy lists the
 //! toxic, a new node ID, a coordinator change, a failpoint hit...). A fault
 //! without an effect makes the run INCONCLUSIVE: a PASS would prove nothing.
-//! A fault step the harness could not carry out is an ERROR.
+//! A fault step the harness could not carry out is an ERROR; a step the
+//! system's state kept from being exercised, or a `wait` with
+//! `on_timeout = "abort"` that timed out, makes the run INCONCLUSIVE.
 
-use super::finding::{at, result};
+use super::finding::{at, note, result};
 use crate::run_model::{CheckResult, Run, StepOutcome, Verdict};
 
 pub const NAME: &str = "faults-bit";
@@ -42,6 +44,14 @@ pub fn check(run: &Run) -> CheckResult {
             Verdict::Inconclusive,
             format!("{n} step(s) the system's state kept from being exercised"),
             refused,
+        );
+    }
+    if let Some(why) = &run.meta.aborted {
+        return result(
+            NAME,
+            Verdict::Inconclusive,
+            "a wait with on_timeout = \"abort\" timed out: the timeline was not carried out",
+            vec![note(why.clone())],
         );
     }
     let toothless: Vec<_> = run
@@ -98,6 +108,19 @@ mod tests {
         assert_eq!(r.verdict, Verdict::Inconclusive);
         assert!(r.evidence[0].message.contains("`kafka-timeout`"), "{r:?}");
         assert_eq!(r.evidence[0].t_ms, Some(fixtures::FAULT_IN));
+    }
+
+    /// A timed-out `abort` wait cut the timeline: at best INCONCLUSIVE,
+    /// however well the changefeeds recovered (coordinator-partitioned-from-etcd
+    /// passed with its cut node gone for good before this).
+    #[test]
+    fn inconclusive_when_an_abort_wait_timed_out() {
+        let mut run = fixtures::healthy();
+        run.meta.aborted = Some("step 9 (wait until node-of:cut is live) timed out".into());
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Inconclusive);
+        assert!(r.evidence[0].message.contains("node-of:cut"), "{r:?}");
+        assert_eq!(crate::checker::judge(&run).1, Verdict::Inconclusive);
     }
 
     #[test]

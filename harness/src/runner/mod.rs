@@ -464,6 +464,10 @@ impl<'a> Runner<'a> {
                     }
                 )
             ) || matches!(done.outcome, StepOutcome::Failed { .. });
+            if abort && matches!(done.outcome, StepOutcome::TimedOut) {
+                self.run.meta.aborted =
+                    Some(format!("step {} ({}) timed out", index + 1, step.kind));
+            }
             let interrupted = matches!(done.outcome, StepOutcome::Interrupted);
             self.record_step(
                 index,
