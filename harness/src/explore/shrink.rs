@@ -711,19 +711,9 @@ action = "stop_workload"
 
     #[test]
     fn steps_are_written_where_the_recorded_run_started_them() {
-        let text = r#"name = "x"
-description = "x"
-[cluster]
-nodes = 3
-profiles = ["pre-fix"]
-[[changefeed]]
-name = "cf1"
-[expect]
-pre-fix = "pass"
-[deadlines]
-run = "4m"
-recover = "90s"
-[[step]]
+        // SCHEDULE's header with steps of its own.
+        let head = SCHEDULE.split("[[step]]").next().expect("a header");
+        let steps = r#"[[step]]
 action = "start_workload"
 [[step]]
 at = "23s"
@@ -749,6 +739,7 @@ fault = "f3"
 [[step]]
 action = "stop_workload"
 "#;
+        let text = format!("{head}{steps}");
         use crate::run_model::{Bounds, Run, StepOutcome, StepRecord};
         let step = |index: usize, started_ms: u64, outcome: StepOutcome| StepRecord {
             index,
