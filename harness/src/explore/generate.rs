@@ -332,7 +332,9 @@ fn weight(f: Family) -> u32 {
         Family::KafkaLink | Family::SinkError => 4,
         Family::Message | Family::Process | Family::Operation => 3,
         Family::Failpoint | Family::Partition => 2,
-        Family::OtherLink | Family::Resign | Family::Broker | Family::KafkaMetadata => 1,
+        Family::OtherLink | Family::Resign | Family::Broker => 1,
+        // Never in the weighted draw: decided on a stream of its own.
+        Family::KafkaMetadata => 0,
     }
 }
 
@@ -487,7 +489,6 @@ pub fn generate(spec: &Spec) -> Generated {
         let start = side.random_range(PHASE_START_MS / 500..=PHASE_END_MS / 500) * 500;
         let end = (start + *pick(&mut side, &bounds)).min(HEAL_BY_MS);
         let cf = pick(&mut side, &feeds).clone();
-        let (mut slots, mut live) = (slots, live);
         let d = draw(
             Family::KafkaMetadata,
             &mut side,
