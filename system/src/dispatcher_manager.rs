@@ -18,11 +18,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::dispatcher::{Dispatcher, DispatcherConfig, DispatcherState, DispatcherStatus};
+use crate::node::clock::now_ms;
 use crate::proto::upstream_client::UpstreamClient;
 use crate::proto::{ListTablesRequest, TableName};
 use crate::sink::{KafkaSink, SinkError, SinkUri, WriteMode};
@@ -102,13 +103,6 @@ pub struct DispatcherManager {
     close: Arc<Mutex<CloseState>>,
     first_error: Arc<Mutex<Option<RunningError>>>,
     stop_reporting: tokio::sync::watch::Sender<bool>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl DispatcherManager {

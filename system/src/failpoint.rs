@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use strum::{EnumMessage, IntoEnumIterator};
 
 use crate::messages::MessageKind;
+use crate::mutant::{DataPlaneBugs, Mutant};
 
 /// Every failpoint the system evaluates. The serialized name is the one the
 /// HTTP API and scenarios use; the message is what it does.
@@ -414,7 +415,7 @@ pub struct Faults {
     /// Node id for the `failpoint hit` log line.
     node: Arc<str>,
     /// The bug switch turned on in this node (`mutants` builds only).
-    mutant: Option<crate::mutant::Mutant>,
+    mutant: Option<Mutant>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -444,8 +445,8 @@ impl Faults {
 
     /// The same registry with bug switch `m` on; refused by a build without
     /// the `mutants` feature.
-    pub fn with_mutant(mut self, m: Option<crate::mutant::Mutant>) -> Result<Faults, String> {
-        if m.is_some() && !crate::mutant::Mutant::BUILT {
+    pub fn with_mutant(mut self, m: Option<Mutant>) -> Result<Faults, String> {
+        if m.is_some() && !Mutant::BUILT {
             return Err(
                 "this build carries no mutants: --mutant needs a build with `--features mutants` (`make mutants` builds one)"
                     .into(),
@@ -458,8 +459,20 @@ impl Faults {
     /// Whether bug switch `m` is on here; always `false` without the
     /// `mutants` feature, so production code paths carry none.
     #[inline]
-    pub fn mutant(&self, m: crate::mutant::Mutant) -> bool {
+    pub fn mutant(&self, m: Mutant) -> bool {
         cfg!(feature = "mutants") && self.mutant == Some(m)
+    }
+
+    /// The data-plane bug switches this node's mutant turns on (all `false`
+    /// outside a `mutants` build), resolved once for its dispatcher
+    /// managers, sinks and dispatchers.
+    pub fn data_plane_bugs(&self) -> DataPlaneBugs {
+        DataPlaneBugs {
+            sink_keeps_queue: self.mutant(Mutant::SinkKeepsQueue),
+            reads_topic_metadata_once: self.mutant(Mutant::SinkReadsTopicMetadataOnce),
+            checkpoint_before_ack: self.mutant(Mutant::DispatcherCheckpointBeforeAck),
+            skips_on_rebuild: self.mutant(Mutant::DispatcherSkipsOnRebuild),
+        }
     }
 
     /// The `fail` crate's registry: only for a process that runs one node.
@@ -546,6 +559,28 @@ impl Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn data_plane_bugs_follow_the_node_s_mutant() {
+        assert_eq!(
+            Faults::seeded(0).data_plane_bugs(),
+            DataPlaneBugs::default()
+        );
+        if !Mutant::BUILT {
+            return;
+        }
+        let of = |m| {
+            Faults::seeded(0)
+                .with_mutant(Some(m))
+                .unwrap()
+                .data_plane_bugs()
+        };
+        assert!(of(Mutant::SinkKeepsQueue).sink_keeps_queue);
+        assert!(of(Mutant::SinkReadsTopicMetadataOnce).reads_topic_metadata_once);
+        assert!(of(Mutant::DispatcherCheckpointBeforeAck).checkpoint_before_ack);
+        assert!(of(Mutant::DispatcherSkipsOnRebuild).skips_on_rebuild);
+        assert_eq!(of(Mutant::CheckpointAhead), DataPlaneBugs::default());
+    }
+
     use std::time::Duration;
 
     #[test]
@@ -663,7 +698,7 @@ mod tests {
     }
     #[test]
     fn mutants_are_refused_without_the_feature_and_off_by_default() {
-        use crate::mutant::Mutant;
+        use Mutant;
         let f = Faults::seeded(0);
         assert!(!f.mutant(Mutant::SinkKeepsQueue));
         let r = Faults::seeded(0).with_mutant(Some(Mutant::SinkKeepsQueue));

@@ -32,13 +32,16 @@
 //!   managers, and their heartbeats;
 //! - [`failpoint`]: the named failpoints, their term syntax, and per-node
 //!   fault handles;
-//! - [`mutant`]: the bug switches of the mutant matrix (`mutants` builds);
-//! - [`sim`]: the deterministic simulator of the control plane;
-//! - [`swarm`]: seeded swarm runs of the simulator: plans, invariants, shrinking;
+//! - [`mutant`]: the bug switches of the mutant matrix (`mutants` builds),
+//!   a leaf vocabulary;
 //! - [`settings`]: every behaviour setting of a node (profile and timing);
 //! - [`node`]: the runtime of one `cdc-server` node (membership, election,
 //!   message center, node loop, HTTP API);
 //! - [`api`]: the wire types of every JSON body a node serves or accepts.
+//!
+//! Apart from the product, and imported by none of it: [`sim`], the
+//! deterministic simulator of the control plane, its seeded swarm runs and
+//! the mutant matrix's simulator tier.
 
 pub mod api;
 pub mod coordinator;
@@ -54,18 +57,8 @@ pub mod profile;
 pub mod settings;
 pub mod sim;
 pub mod sink;
-pub mod swarm;
 pub mod tso;
 pub mod upstream;
-
-#[cfg(test)]
-mod fencing_tests;
-#[cfg(test)]
-mod hardening_tests;
-#[cfg(test)]
-mod mock_tests;
-#[cfg(test)]
-mod seed_tests;
 
 /// The upstream service's gRPC types, generated from `proto/upstream.proto`.
 pub mod proto {

@@ -2,14 +2,17 @@
 //! of a real class (a TiCDC issue where one exists), turned on in a node by
 //! `cdc-server --mutant NAME` or in the simulator by `chaos sim --mutant
 //! NAME`. Only a build with the `mutants` feature carries them: without it
-//! [`crate::failpoint::Faults::mutant`] is `false` for every mutant (the
+//! `Faults::mutant` (in `failpoint`) is `false` for every mutant (the
 //! code paths compile away) and `--mutant` is refused.
 //!
 //! Each mutant names its component, the bug class it stands for and the
 //! checker expected to catch it; the matrix (`chaos mutants`) runs the
 //! scenarios that claim it (`catches = [...]`) and the simulator, and the
 //! "profile minus one predicate" mutants are derived from
-//! [`crate::profile::Profile::minus_one`].
+//! `Profile::minus_one` (in `profile`).
+//!
+//! A leaf: it imports nothing of the crate, so every component can name a
+//! mutant without importing what drives them (`sim::detect`).
 
 use strum::{EnumMessage, IntoEnumIterator};
 
@@ -171,24 +174,6 @@ mod tests {
             .unwrap_err()
             .contains("sink-keeps-queue"));
     }
-
-    #[test]
-    fn data_plane_bugs_follow_the_node_s_mutant() {
-        use crate::failpoint::Faults;
-        assert_eq!(
-            DataPlaneBugs::of(&Faults::seeded(0)),
-            DataPlaneBugs::default()
-        );
-        if !Mutant::BUILT {
-            return;
-        }
-        let of = |m| DataPlaneBugs::of(&Faults::seeded(0).with_mutant(Some(m)).unwrap());
-        assert!(of(Mutant::SinkKeepsQueue).sink_keeps_queue);
-        assert!(of(Mutant::SinkReadsTopicMetadataOnce).reads_topic_metadata_once);
-        assert!(of(Mutant::DispatcherCheckpointBeforeAck).checkpoint_before_ack);
-        assert!(of(Mutant::DispatcherSkipsOnRebuild).skips_on_rebuild);
-        assert_eq!(of(Mutant::CheckpointAhead), DataPlaneBugs::default());
-    }
 }
 
 impl Mutant {
@@ -228,154 +213,4 @@ pub struct DataPlaneBugs {
     pub checkpoint_before_ack: bool,
     /// [`Mutant::DispatcherSkipsOnRebuild`].
     pub skips_on_rebuild: bool,
-}
-
-impl DataPlaneBugs {
-    pub fn of(faults: &crate::failpoint::Faults) -> DataPlaneBugs {
-        DataPlaneBugs {
-            sink_keeps_queue: faults.mutant(Mutant::SinkKeepsQueue),
-            reads_topic_metadata_once: faults.mutant(Mutant::SinkReadsTopicMetadataOnce),
-            checkpoint_before_ack: faults.mutant(Mutant::DispatcherCheckpointBeforeAck),
-            skips_on_rebuild: faults.mutant(Mutant::DispatcherSkipsOnRebuild),
-        }
-    }
-}
-
-/// What the simulator saw of a mutant over a range of seeds: a seed detects
-/// it when the mutated run has a finding (invariant:class) that the same
-/// plan without the mutant does not have.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SimDetection {
-    pub seeds: u64,
-    pub detected: u64,
-    pub first: Option<u64>,
-    /// Signatures only the mutated runs showed, with their counts.
-    pub signatures: std::collections::BTreeMap<String, u64>,
-}
-
-/// Runs `seeds` of the swarm simulation under `profile` with and without `m`.
-pub fn sim_detection(
-    m: Option<Mutant>,
-    profile: crate::profile::Profile,
-    seeds: std::ops::Range<u64>,
-) -> SimDetection {
-    sim_detection_until(m, profile, seeds, u64::MAX)
-}
-
-/// As [`sim_detection`], stopping after `enough` detecting seeds.
-pub fn sim_detection_until(
-    m: Option<Mutant>,
-    profile: crate::profile::Profile,
-    seeds: std::ops::Range<u64>,
-    enough: u64,
-) -> SimDetection {
-    sim_compare(m, profile, profile, seeds, enough)
-}
-
-/// A seed detects the difference when the plan under `profile` with `m`
-/// shows a finding the same seed's plan under `control` without it does not
-/// (for a profile minus one predicate, `control` is the whole profile).
-pub fn sim_compare(
-    m: Option<Mutant>,
-    profile: crate::profile::Profile,
-    control: crate::profile::Profile,
-    seeds: std::ops::Range<u64>,
-    enough: u64,
-) -> SimDetection {
-    let mut d = SimDetection::default();
-    for seed in seeds {
-        if d.detected >= enough {
-            break;
-        }
-        d.add(
-            seed,
-            new_signatures(crate::swarm::Plan::generate(seed, control), m, profile),
-        );
-    }
-    d
-}
-
-/// As [`sim_compare`] over recorded plans (the shrunk findings of
-/// `system/tests/sim-findings`) instead of generated ones: each runs under
-/// `control` as recorded and under `profile` with `m`.
-pub fn plans_compare(
-    m: Option<Mutant>,
-    profile: crate::profile::Profile,
-    control: crate::profile::Profile,
-    plans: impl IntoIterator<Item = crate::swarm::Plan>,
-) -> SimDetection {
-    let mut d = SimDetection::default();
-    for plan in plans {
-        let seed = plan.seed;
-        let base = crate::swarm::Plan {
-            profile: control,
-            mutant: None,
-            ..plan
-        };
-        d.add(seed, new_signatures(base, m, profile));
-    }
-    d
-}
-
-impl SimDetection {
-    fn add(&mut self, seed: u64, new: std::collections::BTreeSet<String>) {
-        self.seeds += 1;
-        if !new.is_empty() {
-            self.detected += 1;
-            self.first.get_or_insert(seed);
-            for s in new {
-                *self.signatures.entry(s).or_insert(0) += 1;
-            }
-        }
-    }
-}
-
-/// The findings of `base` run under `profile` with `m` that `base` itself
-/// does not show.
-fn new_signatures(
-    base: crate::swarm::Plan,
-    m: Option<Mutant>,
-    profile: crate::profile::Profile,
-) -> std::collections::BTreeSet<String> {
-    let control: std::collections::BTreeSet<String> = crate::swarm::run(&base)
-        .findings
-        .iter()
-        .map(|f| f.signature())
-        .collect();
-    let mutated = crate::swarm::Plan {
-        mutant: m,
-        profile,
-        ..base
-    };
-    crate::swarm::run(&mutated)
-        .findings
-        .iter()
-        .map(|f| f.signature())
-        .filter(|s| !control.contains(s))
-        .collect()
-}
-
-/// The simulator tier of the matrix (`make test` runs it): every mutant the
-/// simulator runs is detected over a few hundred seeds, the canary on
-/// nearly every seed, and no mutant at all detects nothing.
-#[cfg(all(test, feature = "mutants"))]
-mod sim_tier {
-    use super::*;
-    use crate::profile::Profile;
-
-    #[test]
-    fn every_simulated_mutant_is_detected_and_the_canary_always() {
-        let canary = sim_detection(Some(Mutant::CanaryFrozenCheckpoint), Profile::Fix, 0..20);
-        assert!(canary.detected >= 18, "canary: {canary:?}");
-        for m in Mutant::iter().filter(|m| m.in_simulator()) {
-            let d = sim_detection_until(Some(m), Profile::Fix, 0..300, 1);
-            assert!(
-                d.detected > 0,
-                "{m} missed by the simulator over 300 seeds: {d:?}"
-            );
-        }
-        // The control: without a mutant nothing is new (a detection that
-        // cannot fail proves nothing).
-        assert_eq!(sim_detection(None, Profile::Fix, 0..20).detected, 0);
-    }
 }

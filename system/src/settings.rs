@@ -1,8 +1,9 @@
 //! [`NodeSettings`]: every behaviour setting of a `cdc-server` node (profile
 //! and timing), defined once. `cdc-server` parses it from flags or `CDC_*`
 //! variables (clap), the harness builds it from a scenario's
-//! `[cluster.timing]` and hands it to a container as [`NodeSettings::to_env`],
-//! whose variable names come from the same clap definition.
+//! `[cluster.timing]` and hands it to a container as [`NodeSettings::to_args`]
+//! (`harness::cluster`), whose flag names come from the same clap definition
+//! ([`NodeSettings::to_env`] gives the `CDC_*` variables of the same settings).
 //!
 //! Addresses (etcd, listen, advertise) are not settings: the cluster that
 //! starts a node owns them.

@@ -4,9 +4,10 @@
 //! starts above the persisted limit after a restart.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+
+use crate::node::clock::now_ms;
 
 pub const LOGICAL_BITS: u32 = 18;
 /// How far ahead of the current physical time the persisted limit runs.
@@ -23,13 +24,6 @@ pub fn now_ts() -> u64 {
 
 pub fn physical_ms(ts: u64) -> u64 {
     ts >> LOGICAL_BITS
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[derive(Debug)]

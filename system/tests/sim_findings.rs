@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use cdc_system::swarm::{self, Plan};
+use cdc_system::sim::swarm::{self, Plan};
 
 #[test]
 fn every_fixed_finding_stays_fixed() {

@@ -43,7 +43,7 @@ impl Membership {
         removal_delay: Duration,
     ) -> Result<Membership> {
         let mut c = client.clone();
-        let granted_at = super::server::now_ms();
+        let granted_at = super::clock::now_ms();
         let lease = c
             .lease_grant(ttl.as_secs().max(1) as i64, None)
             .await
@@ -72,7 +72,7 @@ impl Membership {
         let keepalive = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
-                let sent = super::server::now_ms();
+                let sent = super::clock::now_ms();
                 let answered = match keeper.keep_alive().await {
                     Ok(()) => match responses.message().await {
                         Ok(Some(r)) if r.ttl() > 0 => Some(r.ttl() as u64),

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod clock;
 pub mod election;
 pub mod membership;
 pub mod message_center;

@@ -13,13 +13,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use etcd_client::{Client, EventType, GetOptions, WatchOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::backend::RealBackend;
+use super::clock::now_ms;
 use super::election;
 use super::membership::{CaptureInfo, Membership};
 use super::message_center::{MessageCenter, Stats, Verdict};
@@ -137,13 +138,6 @@ impl NodeHandle {
             .as_ref()
             .is_some_and(|u| now_ms() >= u.load(std::sync::atomic::Ordering::Relaxed))
     }
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// What woke the node loop.
@@ -605,9 +599,9 @@ impl NodeLoop {
 /// Connects to etcd and joins the membership, waiting while etcd does not
 /// answer (as TiCDC's server keeps retrying its etcd client): a node started
 /// again after its session was lost is often still cut off etcd, and giving
-/// up then would end its container for good (explore fix seed 6 run 18: the
-/// new process exited with `granting the capture lease: tcp connect error`
-/// and the node never came back). Any other error ends the start.
+/// up then would end its container for good (the scenario
+/// `coordinator-partitioned-from-etcd` waits for its cut node to be live
+/// again). Any other error ends the start.
 async fn join_when_etcd_answers(
     cfg: &NodeConfig,
     info: CaptureInfo,
@@ -708,7 +702,7 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         cfg.kafka_override.clone(),
         s.profile.sink_writes_fenced(),
     )
-    .with_bugs(crate::mutant::DataPlaneBugs::of(&cfg.faults));
+    .with_bugs(cfg.faults.data_plane_bugs());
     // The orchestrator owns the backend; this handle reads it for the snapshot.
     let backend_views = real.views_handle();
     let orchestrator = DispatcherOrchestrator::new(id.clone(), s.profile, Box::new(real))

@@ -12,6 +12,11 @@ pub mod kafka;
 pub mod txn;
 pub mod uri;
 
+#[cfg(test)]
+mod fencing_tests;
+#[cfg(test)]
+mod mock_tests;
+
 pub use error::{Delivery, DmlInfo, SinkError, SinkFailure};
 pub use kafka::KafkaSink;
 pub use txn::{TxnBatching, WriteMode};

@@ -29,6 +29,49 @@
 //! (`sink::fake_kafka`), since librdkafka's mock cluster does not fence (a
 //! second producer with the same id gets a new producer id, and
 //! read_committed readers are served every message at once).
+//!
+//! Why the identity follows the table: a table that moves from node A to
+//! node B gets a writer of the same id on B, whose init fences A's writer.
+//! An id per node or per dispatcher manager would fence nothing (B's id
+//! differs from A's); an id per changefeed would make the changefeed's
+//! writers on different nodes fence each other. Each part of the id is kept
+//! where it is ASCII alphanumeric or `_`, and `%XX` per byte elsewhere, so
+//! two tables never share an id (`cf-1` is `cdc-cf%2D1-...`).
+//!
+//! Lifetime: the dispatcher manager opens a table's writer
+//! (`init_transactions`) before the table's dispatcher starts, and closes
+//! it (committing what it holds, within 1 s, else aborting) when the
+//! dispatcher is removed or the manager closes; the sink's shared producer
+//! then only reads the topic's metadata. Changes already waiting are taken
+//! in before a commit, so a slow commit is followed by one large batch, not
+//! many small ones. After a failure the abort runs detached: on a dead link
+//! it would take its whole bound, and a cascade close must not wait on
+//! Kafka (the table's next writer's init aborts the transaction anyway).
+//!
+//! Bounds derive from the sink URI's `write-timeout` w, which bounds each
+//! request (`kafka::TxnTimeouts`): a change needs two requests to be
+//! acknowledged (AddPartitionsToTxn, Produce), a commit three (and EndTxn),
+//! so `message.timeout.ms` is 2w, a commit 3w, `transaction.timeout.ms` 3w
+//! plus 10 s (librdkafka wants the message timeout below it), and
+//! `init_transactions` the transaction timeout plus the dial timeout.
+//!
+//! Cost: a librdkafka producer (its own threads and connections) per table
+//! of a changefeed on its node; a commit per batch (an AddPartitionsToTxn
+//! and an EndTxn round trip, a commit marker per partition touched); a
+//! checkpoint lag longer by the batch wait and the commit's round trips; an
+//! added table waits for `init_transactions`. A writer that stops answering
+//! with a transaction open (a frozen process) holds back every
+//! read_committed reader of the partitions it touched until the table's
+//! next writer starts or the broker's transaction timeout aborts it; the
+//! checkpoint is not held back, since it counts commits. `make bench`
+//! measures throughput and lag with and without fencing.
+//!
+//! What the old writer committed before the new writer's init precedes
+//! everything the new writer writes; the new writer starts from the
+//! checkpoint, so those changes may appear twice (duplicates, allowed).
+//! Should a new writer ever start above changes the old one never
+//! committed, fencing turns their late delivery into a gap, which
+//! *no-data-loss* reports as missing.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

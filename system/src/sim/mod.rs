@@ -13,6 +13,26 @@
 //! Each node incarnation has its own seeded failpoint registry
 //! ([`Sim::faults`]); the simulation's seed derives every registry's seed.
 
+//!
+//! This tree holds everything of `system` that exists only to test the
+//! control plane; no product module imports it (the import-rules test,
+//! `harness/tests/import_rules.rs`, fails otherwise):
+//! - this module: the simulator itself ([`Sim`]);
+//! - [`swarm`]: seeded swarm runs of the simulator: plans, invariants,
+//!   shrinking;
+//! - [`detect`]: the mutant matrix's simulator tier (a seed detects a bug
+//!   switch when the mutated run shows a finding the plain one does not);
+//! - `seed_tests`, `hardening_tests`: the seed interleaving and the answers
+//!   to swarm findings, hand-driven per profile.
+
+pub mod detect;
+pub mod swarm;
+
+#[cfg(test)]
+mod hardening_tests;
+#[cfg(test)]
+mod seed_tests;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};

@@ -19,10 +19,10 @@
 //!   new maintainer started there.
 //!   pre-fix, fix: the new maintainer is removed (broken); hardened: dropped by epoch.
 
+use super::{MsgFilter, RuleKind, Sim, SimConfig};
 use crate::coordinator::{FeedState, Scheduling};
 use crate::messages::MessageKind;
 use crate::profile::Profile;
-use crate::sim::{MsgFilter, RuleKind, Sim, SimConfig};
 
 const CF: &str = "cf-seed";
 

@@ -1,5 +1,5 @@
 //! Swarm simulation: one seed derives a whole run of the real control plane
-//! in [`crate::sim`] (its cluster, timing and fault schedule, a [`Plan`])
+//! in [`super`] (the simulator) (its cluster, timing and fault schedule, a [`Plan`])
 //! before it starts; the run applies the plan on simulated time while a
 //! [`Monitor`] checks the invariants of `docs/control-plane.md` §6.4 with the
 //! bounds the container checkers use. Every seed enables a random subset of
@@ -16,11 +16,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
+use super::{fnv, MsgFilter, RuleKind, Sim, SimConfig};
 use crate::coordinator::{CoordinatorConfig, FeedState};
 use crate::failpoint::Failpoint;
 use crate::messages::MessageKind;
 use crate::profile::Profile;
-use crate::sim::{fnv, MsgFilter, RuleKind, Sim, SimConfig};
 
 /// The fault kinds a plan draws from.
 #[derive(

@@ -3,10 +3,10 @@
 //! re-created changefeed, a removal that survives a coordinator switch, and
 //! a changefeed whose maintainer's last report was lost.
 
+use super::{MsgFilter, RuleKind, Sim, SimConfig};
 use crate::coordinator::Scheduling;
 use crate::messages::{Message, MessageKind};
 use crate::profile::Profile;
-use crate::sim::{MsgFilter, RuleKind, Sim, SimConfig};
 
 const CF: &str = "cf-h";
 
