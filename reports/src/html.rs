@@ -117,7 +117,7 @@ pub fn render(runs: &[Run]) -> String {
 /// nights when `trend` is given (`chaos report --history`).
 pub fn render_page(runs: &[Run], trend: Option<&Trend>) -> String {
     let views: Vec<RunView> = runs.iter().enumerate().map(|(i, r)| view(i, r)).collect();
-    let overall = Verdict::combine(runs.iter().map(verdict_of));
+    let overall = Verdict::combine(runs.iter().map(Run::final_verdict));
     let mut env = Environment::new();
     env.add_template("report.html", TEMPLATE)
         .expect("the embedded report template parses");
@@ -137,19 +137,9 @@ pub fn render_page(runs: &[Run], trend: Option<&Trend>) -> String {
         .expect("the embedded report template renders")
 }
 
-/// The run's verdict: the recorded one, else ERROR for a harness error,
-/// else the checkers' combination.
-pub(crate) fn verdict_of(run: &Run) -> Verdict {
-    if run.meta.harness_error.is_some() {
-        return Verdict::Error;
-    }
-    run.verdict
-        .unwrap_or_else(|| Verdict::combine(run.checks.iter().map(|c| c.verdict)))
-}
-
 fn view(i: usize, run: &Run) -> RunView {
     let m = &run.meta;
-    let verdict = verdict_of(run);
+    let verdict = run.final_verdict();
     let reason = if let Some(e) = &m.harness_error {
         // Runs recorded before the class existed keep the old wording.
         match m.error_class {

@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod matrix;
 pub mod merge;
 pub mod run_model;
+pub mod summary;
 pub mod timeline;
 pub mod trend;
 
@@ -27,21 +28,8 @@ use anyhow::{bail, Context};
 
 use manifest::{Manifest, ManifestRun};
 use merge::RunSet;
+pub use run_model::load_runs;
 use run_model::Run;
-
-/// Reads recorded runs; an error names the file and what is wrong with it
-/// (unreadable, not JSON, an unknown schema version, a missing field...).
-pub fn load_runs<P: AsRef<Path>>(paths: &[P]) -> anyhow::Result<Vec<Run>> {
-    paths
-        .iter()
-        .map(|p| {
-            let p = p.as_ref();
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("{}: cannot read", p.display()))?;
-            Run::from_json(&text).with_context(|| format!("{}: not a valid run.json", p.display()))
-        })
-        .collect()
-}
 
 /// The files [`write()`] produced.
 #[derive(Debug)]
@@ -170,7 +158,7 @@ pub fn report(req: ReportRequest<'_>) -> anyhow::Result<Reported> {
     let runs: Vec<Run> = if req.inputs.is_empty() {
         let newest = nights
             .iter()
-            .map(|n| trend::started_at(&n.manifest).map(|t| (t, n)))
+            .map(|n| n.manifest.started_at_time().map(|t| (t, n)))
             .collect::<anyhow::Result<Vec<_>>>()?
             .into_iter()
             .max_by_key(|(t, _)| *t)

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use chrono::{DateTime, FixedOffset};
 use serde::{Deserialize, Serialize};
 
 /// The file name of a manifest inside its directory.
@@ -76,6 +77,16 @@ impl std::fmt::Display for Shard {
 }
 
 impl Manifest {
+    /// `started_at` as a time; the error says what is wrong.
+    pub fn started_at_time(&self) -> anyhow::Result<DateTime<FixedOffset>> {
+        DateTime::parse_from_rfc3339(&self.started_at).with_context(|| {
+            format!(
+                "started_at {:?} is not an RFC 3339 time (e.g. 2026-12-01T02:00:00+00:00)",
+                self.started_at
+            )
+        })
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a manifest serializes") + "\n"
     }

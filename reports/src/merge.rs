@@ -59,13 +59,14 @@ impl RunSet {
                 );
             }
             let file = dir.join(&entry.run_json);
-            let run = crate::load_runs(std::slice::from_ref(&file)).with_context(|| {
-                format!(
-                    "{} lists {}",
-                    dir.join(crate::manifest::FILE).display(),
-                    entry.run_json
-                )
-            })?;
+            let run =
+                crate::run_model::load_runs(std::slice::from_ref(&file)).with_context(|| {
+                    format!(
+                        "{} lists {}",
+                        dir.join(crate::manifest::FILE).display(),
+                        entry.run_json
+                    )
+                })?;
             let run = run.into_iter().next().expect("one file, one run");
             let m = &run.meta;
             if (m.scenario.as_str(), m.profile.as_str(), m.seed) != entry.key() {
@@ -229,7 +230,8 @@ pub fn merged_manifest(sets: &[RunSet]) -> anyhow::Result<Manifest> {
     let started_at = sets
         .iter()
         .map(|s| {
-            crate::trend::started_at(&s.manifest)
+            s.manifest
+                .started_at_time()
                 .map(|t| (t, s.manifest.started_at.clone()))
                 .with_context(|| s.dir.join(crate::manifest::FILE).display().to_string())
         })

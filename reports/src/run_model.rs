@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 /// The version of the `run.json` layout written by this code.
@@ -519,6 +520,17 @@ pub struct Evidence {
 pub const NORMAL_STATE: &str = "normal";
 
 impl Run {
+    /// The run's verdict, the one place it is worked out: the recorded one,
+    /// else ERROR for a harness error, else the checkers' combination. The
+    /// report, `chaos run`'s summary and the expectation check read it.
+    pub fn final_verdict(&self) -> Verdict {
+        if self.meta.harness_error.is_some() {
+            return Verdict::Error;
+        }
+        self.verdict
+            .unwrap_or_else(|| Verdict::combine(self.checks.iter().map(|c| c.verdict)))
+    }
+
     /// When the last fault healed (0 for a run without faults); `None` while
     /// a fault was never healed.
     pub fn last_heal_ms(&self) -> Option<u64> {
@@ -629,6 +641,20 @@ impl Run {
         }
         Ok(serde_json::from_str(text)?)
     }
+}
+
+/// Reads recorded runs; an error names the file and what is wrong with it
+/// (unreadable, not JSON, an unknown schema version, a missing field...).
+pub fn load_runs<P: AsRef<std::path::Path>>(paths: &[P]) -> anyhow::Result<Vec<Run>> {
+    paths
+        .iter()
+        .map(|p| {
+            let p = p.as_ref();
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("{}: cannot read", p.display()))?;
+            Run::from_json(&text).with_context(|| format!("{}: not a valid run.json", p.display()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ use chrono::{DateTime, FixedOffset};
 use serde::Serialize;
 
 use crate::anchor;
-use crate::manifest::Manifest;
 use crate::merge::RunSet;
 use crate::run_model::{Run, Verdict};
 
@@ -30,16 +29,6 @@ pub const RECENT: usize = 5;
 
 /// The standard normal quantile of a two-sided 95 % interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
-
-/// A manifest's `started_at` as a time; the error says what is wrong.
-pub fn started_at(m: &Manifest) -> anyhow::Result<DateTime<FixedOffset>> {
-    DateTime::parse_from_rfc3339(&m.started_at).with_context(|| {
-        format!(
-            "started_at {:?} is not an RFC 3339 time (e.g. 2026-12-01T02:00:00+00:00)",
-            m.started_at
-        )
-    })
-}
 
 /// The Wilson score interval of `k` successes in `n` trials at 95 %
 /// (`None` for no trials): the center `(p + z²/2n) / (1 + z²/n)` plus or
@@ -167,7 +156,8 @@ pub fn build(nights: &[RunSet]) -> anyhow::Result<Trend> {
     let mut ordered: Vec<(DateTime<FixedOffset>, &RunSet)> = nights
         .iter()
         .map(|n| {
-            started_at(&n.manifest)
+            n.manifest
+                .started_at_time()
                 .map(|t| (t, n))
                 .with_context(|| n.dir.join(crate::manifest::FILE).display().to_string())
         })
@@ -202,7 +192,7 @@ pub fn build(nights: &[RunSet]) -> anyhow::Result<Trend> {
                     });
                     continue;
                 };
-                let v = crate::html::verdict_of(run);
+                let v = run.final_verdict();
                 let majority = differs_from_recent(&earlier, v);
                 if let Some(m) = majority {
                     changes.push(ChangeView {
