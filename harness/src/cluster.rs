@@ -25,6 +25,33 @@
 //! front of it, so after bootstrap every byte of that client still passes
 //! through Toxiproxy. The verifier listener bypasses all proxies so checks
 //! read Kafka while faults are active.
+//!
+//! A host-side link publishes its proxy port on a fixed free host port
+//! chosen at start (fixed so it survives restarts); a network-side link is
+//! addressed as `toxiproxy-container:port`. etcd is published directly for
+//! the observer. Container names are the DNS names on the run network
+//! (testcontainers-rs has no network aliases).
+//!
+//! Start order, each stage at once: the infrastructure containers (etcd,
+//! Toxiproxy, Kafka, the upstream) are created together; their readiness
+//! is awaited together (etcd `/health` says `true`, Toxiproxy `/version`
+//! answers the pinned version, Kafka's metadata through the verifier
+//! listener and every host-side link names exactly the expected advertised
+//! address; probes poll every 100 ms, no sleeps); then every node starts
+//! together. [`Cluster::startup`] reports the stages; the runner records
+//! the time to t = 0 in `meta.startup_ms`.
+//!
+//! Kafka is configured by `KAFKA_CFG_*` variables
+//! (`images/kafka/entrypoint.sh`); its storage is formatted when the image
+//! is built, so a container starts the broker at once and a restart keeps
+//! its log. It starts fast: one offsets-topic partition, no initial
+//! rebalance delay, a JVM that stops at the C1 compiler. In the split
+//! topology the broker has storage of its own (formatted at its first
+//! start) and creates no topic on a metadata read
+//! (`auto.create.topics.enable = false`, as on production clusters):
+//! librdkafka's producers ask for auto-creation by default, and the sink's
+//! first read would create the topic one round trip before its
+//! CreateTopics, hiding the metadata lag behind that call.
 
 use crate::slot::Slot;
 use cdc_system::settings::NodeSettings;

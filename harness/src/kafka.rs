@@ -9,6 +9,13 @@
 //! written without transactions every record counts as committed, so the
 //! setting changes nothing there.
 //!
+//! [`read_topic`] first waits until no transaction below the high watermark
+//! is open (the last stable offset reaches it; a writer that stopped
+//! answering is aborted by the table's next writer or by the broker after
+//! its transaction timeout), then reads until each partition's end, known
+//! by the partition-EOF event at the last stable offset (the last records
+//! may be commit markers or aborted, so no record at `high - 1` marks it).
+//!
 //! rdkafka calls that block run on tokio's blocking pool.
 
 use std::time::Duration;

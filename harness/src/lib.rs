@@ -21,6 +21,7 @@
 //!   observer) and records the run for the checkers.
 
 pub mod checker;
+pub mod cli;
 pub mod cluster;
 pub mod docker;
 pub mod explore;

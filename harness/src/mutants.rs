@@ -68,8 +68,9 @@ pub mod matrix {
     use std::time::Instant;
 
     use anyhow::{Context, Result};
-    use cdc_system::mutant::{self, Mutant};
+    use cdc_system::mutant::Mutant;
     use cdc_system::profile::Profile;
+    use cdc_system::sim::detect;
     use reports::matrix::{Cell, Control, Matrix, Row};
 
     use super::MatrixMutant;
@@ -253,7 +254,7 @@ pub mod matrix {
             MatrixMutant::Profile(p) => (None, *p, p.as_str().parse().ok()?),
             _ => return None,
         };
-        let d = mutant::sim_compare(sw, profile, control, 0..req.sim_seeds, u64::MAX);
+        let d = detect::sim_compare(sw, profile, control, 0..req.sim_seeds, u64::MAX);
         Some(sim_cell_of(m, meant, profile, "swarm", d))
     }
 
@@ -271,13 +272,13 @@ pub mod matrix {
         if plans.is_empty() {
             return None;
         }
-        let d = mutant::plans_compare(sw, profile, control, plans);
+        let d = detect::plans_compare(sw, profile, control, plans);
         Some(sim_cell_of(m, meant, profile, "sim-findings", d))
     }
 
     /// The plans in `dir` (unreadable ones are skipped: the `sim_findings`
     /// test reads the same files and fails on them).
-    fn recorded_plans(dir: &Path) -> Vec<cdc_system::swarm::Plan> {
+    fn recorded_plans(dir: &Path) -> Vec<cdc_system::sim::swarm::Plan> {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -295,7 +296,7 @@ pub mod matrix {
         meant: &str,
         profile: Profile,
         place: &str,
-        d: mutant::SimDetection,
+        d: detect::SimDetection,
     ) -> Cell {
         // A new signature counts for the checker that judges its invariant.
         let meant_hit = d.signatures.keys().any(|sig| {

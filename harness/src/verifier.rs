@@ -7,6 +7,14 @@
 //! that the upstream never committed, and final-image mismatches (the latest
 //! image per key at the checkpoint). [`verify`] is a pure function so each
 //! finding has a negative fixture in the unit tests.
+//!
+//! Order tells a rebuild's replay from a second writer's stale copies. A
+//! rebuild goes back to an older change of a key and replays it up to the
+//! key's newest before anything new follows: duplicates, allowed. A second
+//! writer (a zombie whose queued batch lands after the new writer's) goes
+//! back and then on past the key's newest without that replay: a per-key
+//! order violation, since a consumer applying in order goes back to old
+//! values.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

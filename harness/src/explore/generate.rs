@@ -707,7 +707,7 @@ fn draw_conditional(
                 // The sender of an election's bootstrap requests is the new
                 // coordinator, which no role names before the election: a
                 // fault on `coordinator` lands on the old one and never bites
-                // (explore fix seed 5 runs 6 and 16). The answers, sent by
+                // (its run is INCONCLUSIVE by *faults-bit*). The answers, sent by
                 // every maintainer's node, stay.
                 if kind == MessageKind::CoordinatorBootstrapRequest {
                     continue;
@@ -922,9 +922,8 @@ fn draw(
                 // Below half the write timeout per direction, so a client
                 // never times out a request and closes its connection while
                 // the toxic holds data for it: Toxiproxy then cannot remove
-                // the toxic (its API hangs, Shopify/toxiproxy#558; explore
-                // fix seed 5 run 11; with 2 s still fix seed 6 run 19, so
-                // now at most 1 s). A held write is the `timeout` toxic's.
+                // the toxic (its API hangs, Shopify/toxiproxy#558, seen with
+                // 2 s, so at most 1 s). A held write is the `timeout` toxic's.
                 let ms = *pick(rng, &[500u64, 1_000]);
                 (
                     format!("{{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}"),

@@ -3,6 +3,21 @@
 //! record ([`checker::settled`]), and so must the FAIL of every checker the
 //! scenario expects to fail under this profile, so an expectation is judged
 //! the same in `early` and `full` runs.
+//!
+//! When a FAIL is final ([`checker::Settles`]): for the safety checkers
+//! (*no-broken-maintainer*, *checkpoint-monotonic*, *single-coordinator*)
+//! at once, since their evidence only accumulates; for *recovers* once no
+//! fault is open and no step ahead injects or heals one (a later heal would
+//! move its deadline); for *no-data-loss*, *faults-bit* and
+//! *workload-floor* only at the end. While a run sleeps or waits, the
+//! runner asks at most once a second. A run that stops early heals
+//! everything, skips the recovery tail, verifies the data and judges;
+//! *recovers* then says "not judged" (INCONCLUSIVE), never PASS. The step
+//! cut short is `interrupted`, the rest `skipped`, and `meta.stopped_early`
+//! says when and why.
+//!
+//! Invariant: a FAIL that settled a run is also a FAIL of the same record
+//! observed to its end (tested on every prefix of the seed run's samples).
 
 use crate::checker;
 use crate::run_model::{EarlyStop, Run};

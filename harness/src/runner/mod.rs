@@ -23,6 +23,7 @@
 //! `meta.harness_error` with its class, and the verdict is ERROR.
 
 pub mod audit;
+pub mod batch;
 mod conditions;
 pub mod deadline;
 pub mod early;
@@ -1121,7 +1122,7 @@ impl StepDone {
 /// ([`Scenario::check_expectation`]); the string says what was seen or why not.
 pub fn meets_expectation(sc: &Scenario, profile: Profile, run: &Run) -> (bool, String) {
     use crate::run_model::Verdict;
-    let verdict = run.verdict.unwrap_or(Verdict::Error);
+    let verdict = run.final_verdict();
     match sc.check_expectation(profile, &run.checks, verdict) {
         Ok(()) => {
             let failing: Vec<&str> = run

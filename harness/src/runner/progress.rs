@@ -61,7 +61,8 @@ impl Default for RunOptions {
 }
 
 /// How many runs `chaos run` starts at once unless told: measured on the
-/// 2-core machines this project runs on (see README, "How long"), one run
+/// 2-core machines this project runs on (`make bench-catalog`, figures in
+/// docs/measurements.md), one run
 /// per core plus one, since a run mostly waits on its faults and bounds.
 pub fn default_jobs() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use cdc_system::failpoint::Failpoint;
 use cdc_system::messages::MessageKind;
 use cdc_system::profile::Profile;
-use cdc_system::swarm::{self, Action, Bounds, Plan};
+use cdc_system::sim::swarm::{self, Action, Bounds, Plan};
 
 /// A delay no run outlives: a "dropped" message is held past the end.
 const DROP_AS_DELAY_MS: u64 = 600_000;
@@ -613,7 +613,7 @@ mod tests {
         crate::scenario::parse_str(Path::new("sim-fix-3.toml"), &e.toml).expect("valid");
     }
 
-    fn swarm_event(at_ms: u64, action: Action) -> cdc_system::swarm::Event {
-        cdc_system::swarm::Event { at_ms, action }
+    fn swarm_event(at_ms: u64, action: Action) -> cdc_system::sim::swarm::Event {
+        cdc_system::sim::swarm::Event { at_ms, action }
     }
 }

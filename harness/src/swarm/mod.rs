@@ -1,5 +1,5 @@
 //! `chaos sim`: many seeded swarm runs of the simulated control plane
-//! ([`cdc_system::swarm`]) on all cores, the findings grouped by signature,
+//! ([`cdc_system::sim::swarm`]) on all cores, the findings grouped by signature,
 //! the first of each shrunk and written as a replayable plan.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ pub use export::sender_of;
 
 use anyhow::{bail, Context, Result};
 use cdc_system::profile::Profile;
-use cdc_system::swarm::{self, Finding, Plan};
+use cdc_system::sim::swarm::{self, Finding, Plan};
 
 /// What `chaos sim` was asked for.
 #[derive(Debug, Clone)]
@@ -268,7 +268,7 @@ pub fn read_plan(path: &Path) -> Result<Plan> {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| {
         format!(
-            "{}: not a plan written by `chaos sim` (a JSON Plan of cdc_system::swarm)",
+            "{}: not a plan written by `chaos sim` (a JSON Plan of cdc_system::sim::swarm)",
             path.display()
         )
     })

@@ -61,9 +61,10 @@ pub async fn set(w: &World, slot: Slot, name: &str, term: &str) -> Result<()> {
 }
 
 /// Clears failpoint `name` on `slot`. A node that refuses connections for
-/// all of [`NODE_BACK`] runs no process that could hold the failpoint (one
-/// cut off etcd is not started again until it reaches etcd; explore fix
-/// seed 5 run 99): a failpoint lives in its process's memory, so it is gone.
+/// all of [`NODE_BACK`] runs no process that could hold the failpoint (a
+/// node cut off etcd is not started again until it reaches etcd, as the cut
+/// node of `coordinator-partitioned-from-etcd` shows): a failpoint lives in
+/// its process's memory, so it is gone.
 pub async fn clear(w: &World, slot: Slot, name: &str) -> Result<()> {
     let api = api(w, slot)?;
     match send_while_restarting(|| {
