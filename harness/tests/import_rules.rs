@@ -530,13 +530,11 @@ fn doctored(sources: &[Source], file: &str, line: &str) -> Vec<Source> {
 fn doctored_imports_break_the_rules() {
     let system = crate_sources("system");
     assert!(violations("system", "cdc_system", &system).is_empty());
+    let system_with =
+        |file: &str, line: &str| violations("system", "cdc_system", &doctored(&system, file, line));
 
     // A product module that drives the simulator.
-    let v = violations(
-        "system",
-        "cdc_system",
-        &doctored(&system, "coordinator/mod.rs", "use crate::sim::Sim;"),
-    );
+    let v = system_with("coordinator/mod.rs", "use crate::sim::Sim;");
     assert!(
         v.iter().any(|v| v.contains(
             "product module coordinator/mod.rs imports the simulator tree (sim/mod.rs: Sim)"
@@ -545,15 +543,7 @@ fn doctored_imports_break_the_rules() {
     );
 
     // A circle: the messages leaf naming the coordinator, which imports it.
-    let v = violations(
-        "system",
-        "cdc_system",
-        &doctored(
-            &system,
-            "messages.rs",
-            "use crate::coordinator::Coordinator;",
-        ),
-    );
+    let v = system_with("messages.rs", "use crate::coordinator::Coordinator;");
     assert!(
         v.iter().any(|v| v.contains("import cycle")
             && v.contains("coordinator/mod.rs")
@@ -562,28 +552,18 @@ fn doctored_imports_break_the_rules() {
     );
 
     // The same through a path in code and through a macro's tokens.
-    let v = violations(
-        "system",
-        "cdc_system",
-        &doctored(
-            &system,
-            "node/clock.rs",
-            "fn f() -> u64 { super::server::now_fenced(); 0 }",
-        ),
+    let v = system_with(
+        "node/clock.rs",
+        "fn f() -> u64 { super::server::now_fenced(); 0 }",
     );
     assert!(
         v.iter()
             .any(|v| v.contains("node/clock.rs -> node/server.rs")),
         "{v:?}"
     );
-    let v = violations(
-        "system",
-        "cdc_system",
-        &doctored(
-            &system,
-            "mutant.rs",
-            "fn f() { let _ = format!(\"{:?}\", crate::failpoint::Faults::default()); }",
-        ),
+    let v = system_with(
+        "mutant.rs",
+        "fn f() { let _ = format!(\"{:?}\", crate::failpoint::Faults::default()); }",
     );
     assert!(
         v.iter()
@@ -592,11 +572,7 @@ fn doctored_imports_break_the_rules() {
     );
 
     // A binary of the product that names the simulator by the crate's name.
-    let v = violations(
-        "system",
-        "cdc_system",
-        &doctored(&system, "bin/cdc-server.rs", "use cdc_system::sim::swarm;"),
-    );
+    let v = system_with("bin/cdc-server.rs", "use cdc_system::sim::swarm;");
     assert!(
         v.iter()
             .any(|v| v.contains("bin/cdc-server.rs imports the simulator tree")),
