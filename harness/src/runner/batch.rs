@@ -182,12 +182,14 @@ pub fn run_batch(req: RunRequest) -> ExitCode {
     // Longest first: the makespan of `jobs` parallel runs is shortest when
     // the long ones do not start last.
     let mut order: Vec<usize> = (0..plan.len()).collect();
-    let estimate = |i: usize| -> u64 {
-        let (s, p) = &plan[i];
-        recorded_wall_ms(report_dir, &s.name, *p, mode).unwrap_or_else(|| first_guess_ms(s, *p))
-    };
-    order.sort_by_key(|&i| std::cmp::Reverse(estimate(i)));
-    let estimates: Vec<u64> = (0..plan.len()).map(estimate).collect();
+    // Each run's recorded (or guessed) length, read once.
+    let estimates: Vec<u64> = plan
+        .iter()
+        .map(|(s, p)| {
+            recorded_wall_ms(report_dir, &s.name, *p, mode).unwrap_or_else(|| first_guess_ms(s, *p))
+        })
+        .collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(estimates[i]));
     let total = plan.len();
     let jobs = jobs.min(total).max(1);
     let bars = (std::io::stderr().is_terminal() && total > 1).then(indicatif::MultiProgress::new);
