@@ -17,6 +17,7 @@
 //! the step runs and recorded in `run.json`, so a replay uses the same nodes.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use cdc_system::failpoint::Failpoint;
 use cdc_system::messages::MessageKind;
@@ -24,7 +25,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strum::IntoEnumIterator;
 
-use crate::scenario::Profile;
+use crate::scenario::emit;
+use crate::scenario::{
+    Condition, Dur, KafkaLink, Link, OnTimeout, Profile, StepKind, Streams, Target,
+};
+use crate::toxiproxy::ToxicKind;
 
 /// A fault family of the generator (`--faults` names them; `all` is every one).
 #[derive(
@@ -206,12 +211,12 @@ struct Draft {
     triggers: Vec<(Trigger, u64, String)>,
     /// The event a conditional fault was drawn around.
     around: Option<(Trigger, u64, String)>,
-    /// The inject step's body (without `id` and `at`).
-    inject: String,
-    /// The healing step's body given the fault id.
-    heal: Option<fn(&str) -> String>,
-    /// A second body healing an operation (resume, create again).
-    heal_op: Option<String>,
+    /// The inject step.
+    inject: StepKind,
+    /// The healing step given the fault id.
+    heal: Option<fn(String) -> StepKind>,
+    /// A second step healing an operation (resume, create again).
+    heal_op: Option<StepKind>,
     note: String,
 }
 
@@ -237,13 +242,13 @@ pub enum Trigger {
 /// A conditional fault: a failpoint set around an event.
 #[derive(Clone)]
 struct Conditional {
-    /// The role it acts on (`{cf}` is the changefeed).
-    target: String,
+    /// The role it acts on, given the changefeed.
+    target: fn(&str) -> Target,
     name: &'static str,
     /// The term (`{ms}` a delay).
     value: String,
-    /// What it does, for the file's comment (empty: the term says it).
-    what: String,
+    /// What a message fault does, for the file's comment (`None`: the term says it).
+    what: Option<(MessageKind, MessageFault)>,
     needs: &'static [Trigger],
     /// How long after the trigger the window must stay open (ms; twice the
     /// backoff is added for faults of the retry).
@@ -258,47 +263,49 @@ const ELECTION: &[Trigger] = &[Trigger::Election];
 
 /// The conditional failpoints of the Failpoint family.
 fn conditional_failpoints() -> Vec<Conditional> {
-    let c = |point: Failpoint, target: &str, value: &str, needs, after_backoff| Conditional {
-        target: target.to_string(),
-        name: point.name(),
-        value: value.to_string(),
-        what: String::new(),
-        needs,
-        after_ms: 3_000,
-        after_backoff,
+    let c = |point: Failpoint, target: fn(&str) -> Target, value: &str, needs, after_backoff| {
+        Conditional {
+            target,
+            name: point.name(),
+            value: value.to_string(),
+            what: None,
+            needs,
+            after_ms: 3_000,
+            after_backoff,
+        }
     };
     vec![
         c(
             Failpoint::DelayCascadeRemove,
-            "maintainer-of:{cf}",
+            maintainer_of,
             "1*return({ms})",
             CASCADE,
             false,
         ),
         c(
             Failpoint::DelayCloseRequest,
-            "maintainer-of:{cf}",
+            maintainer_of,
             "return({ms})",
             CLOSE,
             false,
         ),
         c(
             Failpoint::HoldCloseAck,
-            "dispatcher-host-of:{cf}",
+            dispatcher_host_of,
             "return(true)",
             CLOSE,
             false,
         ),
         c(
             Failpoint::PlaceRetryOnPrevious,
-            "coordinator",
+            coordinator,
             "return(true)",
             &[Trigger::Warning],
             true,
         ),
         c(
             Failpoint::BlockBeforeStop,
-            "coordinator",
+            coordinator,
             "return(true)",
             &[Trigger::Warning],
             false,
@@ -338,11 +345,52 @@ fn weight(f: Family) -> u32 {
     }
 }
 
-fn dur(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("\"{}s\"", ms / 1000)
-    } else {
-        format!("\"{ms}ms\"")
+use emit::dur_ms as dur;
+
+fn maintainer_of(cf: &str) -> Target {
+    Target::MaintainerOf(cf.to_string())
+}
+
+fn dispatcher_host_of(cf: &str) -> Target {
+    Target::DispatcherHostOf(cf.to_string())
+}
+
+fn coordinator(_: &str) -> Target {
+    Target::Coordinator
+}
+
+fn d(ms: u64) -> Dur {
+    Dur(Duration::from_millis(ms))
+}
+
+/// A toxic on `link` of `target`, both directions, every connection.
+fn add_toxic(target: Target, link: Link, toxic: ToxicKind) -> StepKind {
+    StepKind::AddToxic {
+        target,
+        link,
+        peer: None,
+        toxic,
+        stream: Streams::Both,
+        toxicity: 1.0,
+    }
+}
+
+fn enable_failpoint(target: Target, name: &str, value: &str) -> StepKind {
+    StepKind::EnableFailpoint {
+        target,
+        name: name.to_string(),
+        value: value.to_string(),
+    }
+}
+
+/// The wait for `cf`'s checkpoint that opens (abort on timeout) and closes a run.
+fn checkpoint_wait(cf: &str, timeout_ms: u64, on_timeout: OnTimeout) -> StepKind {
+    StepKind::Wait {
+        condition: Condition::CheckpointAdvanced {
+            changefeed: cf.to_string(),
+        },
+        timeout: d(timeout_ms),
+        on_timeout,
     }
 }
 
@@ -509,7 +557,7 @@ pub fn generate(spec: &Spec) -> Generated {
     struct Timed {
         at: u64,
         order: usize,
-        body: String,
+        text: String,
     }
     let mut steps: Vec<Timed> = Vec::new();
     for (i, d) in drafts.iter().enumerate() {
@@ -517,21 +565,21 @@ pub fn generate(spec: &Spec) -> Generated {
         steps.push(Timed {
             at: d.start_ms,
             order: 2 * i,
-            body: format!("# {}\nid = \"{id}\"\n{}", d.note, d.inject),
+            text: emit::step(Some(d.start_ms), Some(&d.note), Some(&id), &d.inject),
         });
         let end = d.end_ms.unwrap_or(d.start_ms);
         if let Some(heal) = d.heal {
             steps.push(Timed {
                 at: end,
                 order: 2 * i + 1,
-                body: heal(&id),
+                text: emit::step(Some(end), None, None, &heal(id.clone())),
             });
         }
         if let Some(h) = &d.heal_op {
             steps.push(Timed {
                 at: end,
                 order: 2 * i + 1,
-                body: h.clone(),
+                text: emit::step(Some(end), None, None, h),
             });
         }
     }
@@ -576,23 +624,17 @@ pub fn generate(spec: &Spec) -> Generated {
     }
     let _ = writeln!(t, "[expect]\n{} = \"pass\"\n", spec.profile);
     let _ = writeln!(t, "[deadlines]\nrun = \"4m\"\nrecover = \"90s\"\n");
-    let _ = writeln!(t, "[[step]]\naction = \"start_workload\"\n");
+    let plain = |k: &StepKind| emit::step(None, None, None, k);
+    let mut timeline = vec![plain(&StepKind::StartWorkload {})];
     for cf in &feeds {
-        let _ = writeln!(
-            t,
-            "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"60s\"\non_timeout = \"abort\"\n"
-        );
+        timeline.push(plain(&checkpoint_wait(cf, 60_000, OnTimeout::Abort)));
     }
-    for s in &steps {
-        let _ = writeln!(t, "[[step]]\nat = {}\n{}", dur(s.at), s.body);
-    }
+    timeline.extend(steps.into_iter().map(|s| s.text));
     for cf in &feeds {
-        let _ = writeln!(
-            t,
-            "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"90s\"\n"
-        );
+        timeline.push(plain(&checkpoint_wait(cf, 90_000, OnTimeout::Continue)));
     }
-    let _ = writeln!(t, "[[step]]\naction = \"stop_workload\"");
+    timeline.push(plain(&StepKind::StopWorkload {}));
+    t.push_str(&emit::timeline(&timeline));
     Generated {
         name,
         toml: t,
@@ -606,64 +648,110 @@ pub fn generate(spec: &Spec) -> Generated {
 /// pause or removal stops it; a move, a process fault on its maintainer or
 /// a resume reschedules it; a resign or a fault on the coordinator starts a
 /// new term.
-fn triggers_of(inject: &str, cf: &str, start: u64, end: u64) -> Vec<(Trigger, u64, String)> {
-    let has = |x: &str| inject.contains(x);
+fn triggers_of(inject: &StepKind, cf: &str, start: u64, end: u64) -> Vec<(Trigger, u64, String)> {
     let cf = cf.to_string();
     let mut out = Vec::new();
-    if has("KafkaSinkAsyncSendError") {
+    if matches!(inject, StepKind::EnableFailpoint { name, .. } if name == Failpoint::KafkaAsyncSendError.name())
+    {
         out.push((Trigger::Warning, start, cf.clone()));
     }
     // A held Kafka write fails once the write timeout passes: only a window
     // longer than it sets off the warning.
-    if has("link = \"kafka\"") && has("\"timeout\"") && end > start + KAFKA_WRITE_TIMEOUT_MS + 1_000
+    if matches!(
+        inject,
+        StepKind::AddToxic {
+            link: Link::Kafka,
+            toxic: ToxicKind::Timeout { .. },
+            ..
+        }
+    ) && end > start + KAFKA_WRITE_TIMEOUT_MS + 1_000
     {
         out.push((Trigger::Warning, start + KAFKA_WRITE_TIMEOUT_MS, cf.clone()));
     }
-    if has("pause_changefeed") || has("remove_changefeed") {
+    if matches!(
+        inject,
+        StepKind::PauseChangefeed { .. } | StepKind::RemoveChangefeed { .. }
+    ) {
         out.push((Trigger::Cascade, start, cf.clone()));
         out.push((Trigger::Reschedule, end, cf.clone()));
     }
-    if has("move_changefeed") {
+    // A removal and its re-creation set off a move's events too: a close on
+    // the origin, then an add and a bootstrap.
+    if matches!(
+        inject,
+        StepKind::MoveChangefeed { .. } | StepKind::RemoveChangefeed { .. }
+    ) {
         out.push((Trigger::Move, start, cf.clone()));
     }
-    let process =
-        has("kill_node") || has("pause_node") || has("restart_node") || has("remove_node");
-    if process && has(&format!("maintainer-of:{cf}")) {
+    let process = matches!(
+        inject,
+        StepKind::KillNode { .. }
+            | StepKind::PauseNode { .. }
+            | StepKind::RestartNode { .. }
+            | StepKind::RemoveNode { .. }
+    );
+    if process && inject.targets().contains(&&maintainer_of(&cf)) {
         out.push((Trigger::Reschedule, start, cf.clone()));
     }
-    if has("resign_coordinator") || ((process || has("from = \"etcd\"")) && has("\"coordinator\""))
-    {
+    let on_coordinator = match inject {
+        StepKind::Partition { target, from } => {
+            *from == Link::Etcd && *target == Target::Coordinator
+        }
+        StepKind::KillNode { target, .. }
+        | StepKind::PauseNode { target }
+        | StepKind::RestartNode { target }
+        | StepKind::RemoveNode { target } => *target == Target::Coordinator,
+        _ => false,
+    };
+    if matches!(inject, StepKind::ResignCoordinator {}) || on_coordinator {
         out.push((Trigger::Election, start, String::new()));
     }
     out
 }
 
-/// One of three message faults on `kind` from `target`: one message held,
-/// every message delayed, or every message sent twice.
-fn message_fault(
-    rng: &mut StdRng,
-    kind: MessageKind,
-    target: &str,
-) -> (&'static str, String, String) {
-    let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
+/// The three message faults (see [`message_fault`]).
+#[derive(Debug, Clone, Copy)]
+enum MessageFault {
+    /// One message held this many ms.
+    HoldOne(u64),
+    DelayEvery,
+    DuplicateEvery,
+}
+
+impl MessageFault {
+    /// The file's comment for this fault on `kind` sent by `target`.
+    fn what(self, kind: MessageKind, target: &Target) -> String {
+        match self {
+            MessageFault::HoldOne(ms) => {
+                format!("one {kind} from {target} held {:.1} s", ms as f64 / 1000.0)
+            }
+            MessageFault::DelayEvery => format!("every {kind} from {target} delayed"),
+            MessageFault::DuplicateEvery => format!("every {kind} from {target} sent twice"),
+        }
+    }
+}
+
+/// One of three message faults on `kind`: one message held, every message
+/// delayed, or every message sent twice (the failpoint, its term, which).
+fn message_fault(rng: &mut StdRng, kind: MessageKind) -> (&'static str, String, MessageFault) {
     match rng.random_range(0..3) {
         0 => {
             let ms = *pick(rng, &[1_000u64, 4_000, 9_000]);
             (
                 Failpoint::DelayMessageType.name(),
                 format!("1*return({kind}:{ms})"),
-                format!("one {kind} from {target} held {}", secs(ms)),
+                MessageFault::HoldOne(ms),
             )
         }
         1 => (
             Failpoint::DelayMessageType.name(),
             format!("return({kind}:{})", *pick(rng, &[500u64, 2_000])),
-            format!("every {kind} from {target} delayed"),
+            MessageFault::DelayEvery,
         ),
         _ => (
             Failpoint::DuplicateMessageType.name(),
             format!("return({kind})"),
-            format!("every {kind} from {target} sent twice"),
+            MessageFault::DuplicateEvery,
         ),
     }
 }
@@ -713,13 +801,13 @@ fn draw_conditional(
                     continue;
                 }
                 if let Some(needs) = message_needs(kind) {
-                    let target = crate::swarm::sender_of(&kind.to_string(), "{cf}");
-                    let (name, value, what) = message_fault(rng, kind, &target);
+                    let target = crate::swarm::sender_role(kind);
+                    let (name, value, what) = message_fault(rng, kind);
                     options.push(Conditional {
                         target,
                         name,
                         value,
-                        what,
+                        what: Some((kind, what)),
                         needs,
                         after_ms: 3_000,
                         after_backoff: needs == ADD,
@@ -759,7 +847,7 @@ fn draw_conditional(
     } else {
         cf.clone()
     };
-    let target = target.replace("{cf}", &cf);
+    let target = target(&cf);
     let lead = *pick(rng, &[0u64, 500, 1_000, 2_000]);
     let start = at.saturating_sub(lead).max(PHASE_START_MS) / 500 * 500;
     let needed = at
@@ -774,10 +862,9 @@ fn draw_conditional(
         return None;
     }
     let fp = format!("fp:{name}");
-    let note = if what.is_empty() {
-        format!("{name}={value} on {target}")
-    } else {
-        what.replace("{cf}", &cf)
+    let note = match what {
+        None => format!("{name}={value} on {target}"),
+        Some((kind, what)) => what.what(kind, &target),
     };
     // Holding the stop back keeps the cascade from happening: it never
     // shares a window with the faults that act on the cascade's messages.
@@ -798,10 +885,8 @@ fn draw_conditional(
         avoid: vec!["process".into(), fp, stage_avoid.into()],
         triggers: Vec::new(),
         around: Some((*trigger, *at, cf.clone())),
-        inject: format!(
-            "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
-        ),
-        heal: Some(|id| format!("action = \"disable_failpoint\"\nfault = \"{id}\"\n")),
+        inject: enable_failpoint(target, name, &value),
+        heal: Some(|fault| StepKind::DisableFailpoint { fault }),
         heal_op: None,
         note: format!(
             "{note} around the {trigger:?} at {:.1} s, for {:.1} s",
@@ -841,25 +926,26 @@ const SINK_COOLDOWN_MS: u64 = 2 * 8_000 + 4_000;
 
 /// Gives back what a draft that is not kept took (slots, live nodes).
 fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
-    if d.inject.contains("action = \"add_node\"") {
-        *slots -= 1;
-        *live -= 1;
-    }
-    if d.inject.contains("action = \"remove_node\"") {
-        *live += 1;
+    match d.inject {
+        StepKind::AddNode {} => {
+            *slots -= 1;
+            *live -= 1;
+        }
+        StepKind::RemoveNode { .. } => *live += 1,
+        _ => {}
     }
 }
 
 /// A role target for a fault on one node.
-fn role(rng: &mut StdRng, cf: &str) -> String {
+fn role(rng: &mut StdRng, cf: &str) -> Target {
     pick(
         rng,
         &[
-            "coordinator".to_string(),
-            format!("maintainer-of:{cf}"),
-            format!("dispatcher-host-of:{cf}"),
-            "any".to_string(),
-            "any-except:coordinator".to_string(),
+            Target::Coordinator,
+            maintainer_of(cf),
+            dispatcher_host_of(cf),
+            Target::Any(Vec::new()),
+            Target::Any(vec![Target::Coordinator]),
         ],
     )
     .clone()
@@ -891,7 +977,7 @@ fn draw(
     live: &mut u32,
     nodes: u32,
 ) -> Option<Draft> {
-    let window = |inject: String, heal: fn(&str) -> String, note: String| Draft {
+    let window = |inject: StepKind, heal: fn(String) -> StepKind, note: String| Draft {
         start_ms: start,
         end_ms: Some(end),
         tags: Vec::new(),
@@ -903,7 +989,7 @@ fn draw(
         heal_op: None,
         note,
     };
-    let once = |inject: String, note: String| Draft {
+    let once = |inject: StepKind, note: String| Draft {
         start_ms: start,
         end_ms: None,
         tags: Vec::new(),
@@ -916,7 +1002,7 @@ fn draw(
         note,
     };
     let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
-    let toxic = |rng: &mut StdRng| -> (String, String) {
+    let toxic = |rng: &mut StdRng| -> (ToxicKind, String) {
         match rng.random_range(0..7) {
             0 | 1 => {
                 // Below half the write timeout per direction, so a client
@@ -926,90 +1012,98 @@ fn draw(
                 // 2 s, so at most 1 s). A held write is the `timeout` toxic's.
                 let ms = *pick(rng, &[500u64, 1_000]);
                 (
-                    format!("{{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}"),
+                    ToxicKind::Latency {
+                        latency: ms,
+                        jitter: 0,
+                    },
                     format!("{ms} ms latency"),
                 )
             }
             2 | 3 => (
-                "{ type = \"timeout\", attributes = { timeout = 0 } }".into(),
+                ToxicKind::Timeout { timeout: 0 },
                 "an i/o timeout (data held)".into(),
             ),
             4 => (
-                "{ type = \"reset_peer\", attributes = { timeout = 0 } }".into(),
+                ToxicKind::ResetPeer { timeout: 0 },
                 "connections reset".into(),
             ),
             5 => (
-                "{ type = \"bandwidth\", attributes = { rate = 16 } }".into(),
+                ToxicKind::Bandwidth { rate: 16 },
                 "16 KB/s bandwidth".into(),
             ),
             _ => (
-                "{ type = \"slicer\", attributes = { average_size = 64, size_variation = 32, delay = 20 } }"
-                    .into(),
+                ToxicKind::Slicer {
+                    average_size: 64,
+                    size_variation: 32,
+                    delay: 20,
+                },
                 "sliced packets".into(),
             ),
         }
     };
-    let remove_toxic: fn(&str) -> String =
-        |id| format!("action = \"remove_toxic\"\nfault = \"{id}\"\n");
-    let heal_any: fn(&str) -> String = |id| format!("action = \"heal\"\nfault = \"{id}\"\n");
-    let disable: fn(&str) -> String =
-        |id| format!("action = \"disable_failpoint\"\nfault = \"{id}\"\n");
-    let failpoint = |target: &str, name: &str, value: &str| {
-        format!(
-            "action = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{name}\"\nvalue = \"{value}\"\n"
-        )
-    };
+    let remove_toxic: fn(String) -> StepKind = |fault| StepKind::RemoveToxic { fault };
+    let heal_any: fn(String) -> StepKind = |fault| StepKind::Heal { fault };
+    let disable: fn(String) -> StepKind = |fault| StepKind::DisableFailpoint { fault };
     let role_tag = format!("role:{cf}");
     let op_tag = format!("op:{cf}");
+    let changefeed = cf.to_string();
     let mut d = match family {
         Family::KafkaLink => {
             let target = pick(
                 rng,
                 &[
-                    format!("dispatcher-host-of:{cf}"),
-                    format!("maintainer-of:{cf}"),
-                    "any".to_string(),
+                    dispatcher_host_of(cf),
+                    maintainer_of(cf),
+                    Target::Any(Vec::new()),
                 ],
             )
             .clone();
             let (t, what) = toxic(rng);
-            window(
-                format!("action = \"add_toxic\"\ntarget = \"{target}\"\nlink = \"kafka\"\ntoxic = {t}\n"),
-                remove_toxic,
-                format!("{what} on the Kafka link of {target} for {}", secs(end - start)),
-            )
+            let note = format!(
+                "{what} on the Kafka link of {target} for {}",
+                secs(end - start)
+            );
+            window(add_toxic(target, Link::Kafka, t), remove_toxic, note)
         }
         Family::KafkaMetadata => {
             // Up to 600 ms each way: the broker's metadata fetches (2 s
             // request timeout) still get through, late.
             let ms = *pick(rng, &[100u64, 300, 600]);
             window(
-                format!("action = \"add_kafka_toxic\"\nlink = \"controller\"\ntoxic = {{ type = \"latency\", attributes = {{ latency = {ms}, jitter = 0 }} }}\n"),
+                StepKind::AddKafkaToxic {
+                    link: KafkaLink::Controller,
+                    toxic: ToxicKind::Latency {
+                        latency: ms,
+                        jitter: 0,
+                    },
+                    stream: Streams::Both,
+                    toxicity: 1.0,
+                },
                 remove_toxic,
-                format!("{ms} ms latency between Kafka's broker and controller for {}", secs(end - start)),
+                format!(
+                    "{ms} ms latency between Kafka's broker and controller for {}",
+                    secs(end - start)
+                ),
             )
         }
         Family::OtherLink => {
             let target = role(rng, cf);
-            let link = *pick(rng, &["etcd", "upstream", "peers"]);
+            let link = *pick(rng, &[Link::Etcd, Link::Upstream, Link::Peers]);
             let (t, what) = toxic(rng);
-            window(
-                format!("action = \"add_toxic\"\ntarget = \"{target}\"\nlink = \"{link}\"\ntoxic = {t}\n"),
-                remove_toxic,
-                format!("{what} on the {link} link of {target} for {}", secs(end - start)),
-            )
+            let note = format!(
+                "{what} on the {link} link of {target} for {}",
+                secs(end - start)
+            );
+            window(add_toxic(target, link, t), remove_toxic, note)
         }
         Family::Partition => {
             let target = role(rng, cf);
-            let from = *pick(rng, &["etcd", "kafka", "upstream", "peers"]);
-            let d = window(
-                format!("action = \"partition\"\ntarget = \"{target}\"\nfrom = \"{from}\"\n"),
-                heal_any,
-                format!("{target} cut off {from} for {}", secs(end - start)),
-            )
-            .tagged(&["partition"], &["partition"]);
+            let from = *pick(rng, &[Link::Etcd, Link::Kafka, Link::Upstream, Link::Peers]);
+            let note = format!("{target} cut off {from} for {}", secs(end - start));
+            let d = window(StepKind::Partition { target, from }, heal_any, note)
+                .tagged(&["partition"], &["partition"]);
             // A partition from peers sets a failpoint on the node too.
-            if from == "peers" {
+            if from == Link::Peers {
                 d.tagged(API.0, API.1)
             } else {
                 d
@@ -1018,25 +1112,34 @@ fn draw(
         Family::Process => {
             let target = role(rng, cf);
             let d = match rng.random_range(0..3) {
-                0 => window(
-                    format!("action = \"kill_node\"\ntarget = \"{target}\"\n"),
-                    |id| format!("action = \"start_node\"\nfault = \"{id}\"\n"),
-                    format!("kill -9 {target}, down for {}", secs(end - start)),
-                ),
-                1 => window(
-                    format!("action = \"pause_node\"\ntarget = \"{target}\"\n"),
-                    |id| format!("action = \"unpause_node\"\nfault = \"{id}\"\n"),
-                    format!("freeze {target} for {}", secs(end - start)),
-                ),
-                _ => once(
-                    format!("action = \"restart_node\"\ntarget = \"{target}\"\n"),
-                    format!("restart {target}"),
-                ),
+                0 => {
+                    let note = format!("kill -9 {target}, down for {}", secs(end - start));
+                    window(
+                        StepKind::KillNode {
+                            target,
+                            down_for: None,
+                        },
+                        |fault| StepKind::StartNode { fault },
+                        note,
+                    )
+                }
+                1 => {
+                    let note = format!("freeze {target} for {}", secs(end - start));
+                    window(
+                        StepKind::PauseNode { target },
+                        |fault| StepKind::UnpauseNode { fault },
+                        note,
+                    )
+                }
+                _ => {
+                    let note = format!("restart {target}");
+                    once(StepKind::RestartNode { target }, note)
+                }
             };
             d.tagged(PROCESS.0, PROCESS.1)
         }
         Family::Resign => once(
-            "action = \"resign_coordinator\"\n".into(),
+            StepKind::ResignCoordinator {},
             "the coordinator resigns".into(),
         )
         .tagged(API.0, API.1),
@@ -1045,7 +1148,9 @@ fn draw(
             Draft {
                 end_ms: Some(start + down),
                 ..once(
-                    format!("action = \"restart_kafka\"\ndown_for = {}\n", dur(down)),
+                    StepKind::RestartKafka {
+                        down_for: Some(d(down)),
+                    },
                     format!("the broker stops for {}", secs(down)),
                 )
             }
@@ -1053,16 +1158,17 @@ fn draw(
         }
         Family::SinkError => {
             // Where the changefeed's sinks are: the failpoint is hit there.
-            let target = format!("dispatcher-host-of:{cf}");
+            let target = dispatcher_host_of(cf);
             let name = Failpoint::KafkaAsyncSendError.name();
             let fp = format!("fp:{name}");
             // Per changefeed: a second sink error meets no running sink
             // while the first one's retry waits (see `clashes`).
             let sink = format!("sink:{cf}");
+            let note = format!("sink errors on {target} for {}", secs(end - start));
             window(
-                failpoint(&target, name, "return(true)"),
+                enable_failpoint(target, name, "return(true)"),
                 disable,
-                format!("sink errors on {target} for {}", secs(end - start)),
+                note,
             )
             .tagged(API.0, API.1)
             .tagged(&[&fp, &sink], &[&fp, &sink])
@@ -1074,16 +1180,13 @@ fn draw(
                 .filter(|k| message_needs(*k).is_none())
                 .collect();
             let kind = *pick(rng, &periodic);
-            let target = crate::swarm::sender_of(&kind.to_string(), cf);
-            let (name, value, what) = message_fault(rng, kind, &target);
+            let target = crate::swarm::sender_role(kind)(cf);
+            let (name, value, what) = message_fault(rng, kind);
             let fp = format!("fp:{name}");
-            window(
-                failpoint(&target, name, &value),
-                disable,
-                format!("{what} for {}", secs(end - start)),
-            )
-            .tagged(API.0, API.1)
-            .tagged(&[&fp], &[&fp])
+            let note = format!("{} for {}", what.what(kind, &target), secs(end - start));
+            window(enable_failpoint(target, name, &value), disable, note)
+                .tagged(API.0, API.1)
+                .tagged(&[&fp], &[&fp])
         }
         Family::Failpoint => {
             // A dispatcher host reports to its maintainer every 200 ms (to
@@ -1092,15 +1195,12 @@ fn draw(
             let name = Failpoint::DropRemoteMessage.name();
             let value = format!("{}%return(true)", *pick(rng, &[10u32, 30]));
             let fp = format!("fp:{name}");
-            let target = format!("dispatcher-host-of:{cf}");
+            let target = dispatcher_host_of(cf);
             let end = end.max(start + 5_000).min(HEAL_BY_MS);
+            let note = format!("{name}={value} on {target} for {}", secs(end - start));
             Draft {
                 end_ms: Some(end),
-                ..window(
-                    failpoint(&target, name, &value),
-                    disable,
-                    format!("{name}={value} on {target} for {}", secs(end - start)),
-                )
+                ..window(enable_failpoint(target, name, &value), disable, note)
             }
             .tagged(API.0, API.1)
             .tagged(&[&fp], &[&fp])
@@ -1109,23 +1209,27 @@ fn draw(
             let op = |d: Draft| d.tagged(&[&op_tag], &[&op_tag, &role_tag, "process"]);
             match rng.random_range(0..5) {
                 0 => op(Draft {
-                    heal_op: Some(format!(
-                        "action = \"resume_changefeed\"\nchangefeed = \"{cf}\"\n"
-                    )),
+                    heal_op: Some(StepKind::ResumeChangefeed {
+                        changefeed: changefeed.clone(),
+                    }),
                     heal: None,
                     ..window(
-                        format!("action = \"pause_changefeed\"\nchangefeed = \"{cf}\"\n"),
+                        StepKind::PauseChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                         heal_any,
                         format!("a user pauses {cf} for {}", secs(end - start)),
                     )
                 }),
                 1 => op(Draft {
-                    heal_op: Some(format!(
-                        "action = \"create_changefeed\"\nchangefeed = \"{cf}\"\n"
-                    )),
+                    heal_op: Some(StepKind::CreateChangefeed {
+                        changefeed: changefeed.clone(),
+                    }),
                     heal: None,
                     ..window(
-                        format!("action = \"remove_changefeed\"\nchangefeed = \"{cf}\"\n"),
+                        StepKind::RemoveChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                         heal_any,
                         format!(
                             "a user removes {cf} and creates it again {} later",
@@ -1134,16 +1238,17 @@ fn draw(
                     )
                 }),
                 2 => op(once(
-                    format!(
-                        "action = \"move_changefeed\"\nchangefeed = \"{cf}\"\ntarget = \"any-except:maintainer-of:{cf}\"\n"
-                    ),
+                    StepKind::MoveChangefeed {
+                        changefeed: changefeed.clone(),
+                        target: Target::Any(vec![maintainer_of(cf)]),
+                    },
                     format!("a user moves {cf}"),
                 )),
                 3 if *slots < crate::scenario::MAX_NODES && *slots == nodes => {
                     *slots += 1;
                     *live += 1;
                     once(
-                        "action = \"add_node\"\n".into(),
+                        StepKind::AddNode {},
                         format!("a node joins (node:{})", *slots),
                     )
                     .tagged(PROCESS.0, PROCESS.1)
@@ -1151,11 +1256,8 @@ fn draw(
                 4 if *live > 2 => {
                     *live -= 1;
                     let target = role(rng, cf);
-                    once(
-                        format!("action = \"remove_node\"\ntarget = \"{target}\"\n"),
-                        format!("{target} leaves the cluster for good"),
-                    )
-                    .tagged(PROCESS.0, PROCESS.1)
+                    let note = format!("{target} leaves the cluster for good");
+                    once(StepKind::RemoveNode { target }, note).tagged(PROCESS.0, PROCESS.1)
                 }
                 _ => return None,
             }
@@ -1164,7 +1266,12 @@ fn draw(
     d.triggers = triggers_of(&d.inject, cf, start, end);
     // A fault aimed at a role of the changefeed cannot overlap an operation
     // that takes the role away (a pause, a removal).
-    if d.inject.contains(&format!("-of:{cf}\"")) && !d.tags.contains(&op_tag) {
+    let aims_at_role = d
+        .inject
+        .targets()
+        .iter()
+        .any(|t| **t == maintainer_of(cf) || **t == dispatcher_host_of(cf));
+    if aims_at_role && !d.tags.contains(&op_tag) {
         d.tags.push(role_tag);
     }
     Some(d)

@@ -10,12 +10,13 @@
 
 //!
 //! Modules, leaves first: `types` (value types: durations, targets, step
-//! kinds), `model` (the validated [`Scenario`]), `error` (errors and source
+//! kinds), `emit` (typed steps written as TOML), `model` (the validated [`Scenario`]), `error` (errors and source
 //! positions), `spans` (looking keys and values up in the spanned TOML tree);
 //! then `header` (everything above the timeline), `timeline` (the steps) and
 //! `parse` (TOML to raw tables, then the two validations composed). No module
 //! here imports this one or a module that imports it back.
 
+pub mod emit;
 mod error;
 mod header;
 mod model;
@@ -30,8 +31,8 @@ pub use error::{ScenarioError, ScenarioErrors};
 pub use model::{Cluster, Deadlines, Scenario, Step, Timing, Workload, MAX_NODES};
 pub use parse::parse_str;
 pub use types::{
-    Action, Condition, Dur, Expected, FaultKind, FeedState, Link, OnTimeout, Profile, StepKind,
-    Streams, Target, ACTIONS, TARGET_FORMS,
+    Action, Condition, Dur, Expected, FaultKind, FeedState, KafkaLink, Link, OnTimeout, Profile,
+    StepKind, Streams, Target, ACTIONS, TARGET_FORMS,
 };
 
 /// Reads and validates one scenario file.

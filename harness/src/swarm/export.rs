@@ -7,11 +7,15 @@
 //! profile, so a container run tests the simulator's prediction.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use cdc_system::failpoint::Failpoint;
 use cdc_system::messages::MessageKind;
 use cdc_system::profile::Profile;
 use cdc_system::sim::swarm::{self, Action, Bounds, Plan};
+
+use crate::scenario::emit::{self, dur_ms as dur};
+use crate::scenario::{Condition, Dur, OnTimeout, StepKind, Target};
 
 /// A delay no run outlives: a "dropped" message is held past the end.
 const DROP_AS_DELAY_MS: u64 = 600_000;
@@ -29,22 +33,27 @@ pub fn checker_of(invariant: &str) -> &'static str {
     }
 }
 
-/// The role that sends messages of `kind` (message failpoints act on the
-/// sender's outgoing messages).
-pub fn sender_of(kind: &str, cf: &str) -> String {
+/// The role that sends messages of `kind`, as a target given the
+/// changefeed (message failpoints act on the sender's outgoing messages).
+pub fn sender_role(kind: MessageKind) -> fn(&str) -> Target {
+    match kind {
+        MessageKind::AddMaintainer
+        | MessageKind::RemoveMaintainer
+        | MessageKind::CoordinatorBootstrapRequest => |_| Target::Coordinator,
+        MessageKind::BootstrapRequest
+        | MessageKind::CloseRequest
+        | MessageKind::MaintainerStatuses
+        | MessageKind::CoordinatorBootstrapResponse => |cf| Target::MaintainerOf(cf.into()),
+        _ => |cf| Target::DispatcherHostOf(cf.into()),
+    }
+}
+
+/// The sender of messages named `kind` (a simulator plan names them), as a
+/// target of changefeed `cf`; an unknown name goes to the dispatcher hosts.
+pub fn sender_of(kind: &str, cf: &str) -> Target {
     match kind.parse::<MessageKind>() {
-        Ok(
-            MessageKind::AddMaintainer
-            | MessageKind::RemoveMaintainer
-            | MessageKind::CoordinatorBootstrapRequest,
-        ) => "coordinator".into(),
-        Ok(
-            MessageKind::BootstrapRequest
-            | MessageKind::CloseRequest
-            | MessageKind::MaintainerStatuses
-            | MessageKind::CoordinatorBootstrapResponse,
-        ) => format!("maintainer-of:{cf}"),
-        _ => format!("dispatcher-host-of:{cf}"),
+        Ok(k) => sender_role(k)(cf),
+        Err(_) => Target::DispatcherHostOf(cf.into()),
     }
 }
 
@@ -53,7 +62,8 @@ struct Timed {
     at_ms: u64,
     /// The sim fault it stands for, as a comment.
     note: String,
-    body: String,
+    id: Option<String>,
+    kind: StepKind,
 }
 
 /// What [`export`] wrote: the scenario text and the faults left out.
@@ -64,19 +74,15 @@ pub struct Exported {
     pub approximations: Vec<String>,
 }
 
-fn dur(ms: u64) -> String {
-    if ms.is_multiple_of(1000) {
-        format!("\"{}s\"", ms / 1000)
-    } else {
-        format!("\"{ms}ms\"")
-    }
+fn d(ms: u64) -> Option<Dur> {
+    Some(Dur(Duration::from_millis(ms)))
 }
 
 /// The plan as a scenario named `name`.
 pub fn export(plan: &Plan, name: &str) -> Exported {
     let slot = |n: &str| {
         let i = plan.nodes.iter().position(|x| x == n).unwrap_or(0);
-        format!("node:{}", i + 1)
+        Target::Node(crate::slot::Slot::new(i as u32 + 1).expect("a slot from 1"))
     };
     let cf0 = plan
         .changefeeds
@@ -94,7 +100,7 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                   at: u64,
                   until: u64,
                   note: String,
-                  target: String,
+                  target: Target,
                   point: Failpoint,
                   value: String| {
         id += 1;
@@ -102,15 +108,18 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
         steps.push(Timed {
             at_ms: at,
             note: note.clone(),
-            body: format!(
-                "id = \"{fid}\"\naction = \"enable_failpoint\"\ntarget = \"{target}\"\nname = \"{}\"\nvalue = \"{value}\"\n",
-                point.name()
-            ),
+            id: Some(fid.clone()),
+            kind: StepKind::EnableFailpoint {
+                target,
+                name: point.name().to_string(),
+                value,
+            },
         });
         steps.push(Timed {
             at_ms: until.min(heal).max(at),
             note: format!("end of: {note}"),
-            body: format!("action = \"disable_failpoint\"\nfault = \"{fid}\"\n"),
+            id: None,
+            kind: StepKind::DisableFailpoint { fault: fid },
         });
     };
     for e in &plan.events {
@@ -164,7 +173,9 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                 approx.push(format!(
                     "{note}: only cascade removes are copied (DelayCascadeRemove, on the receiver)"
                 ));
-                let target = to.as_deref().map_or(format!("maintainer-of:{cf0}"), slot);
+                let target = to
+                    .as_deref()
+                    .map_or(Target::MaintainerOf(cf0.clone()), slot);
                 fp(
                     &mut steps,
                     at,
@@ -197,11 +208,11 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
             Action::Crash { node, down_ms } => steps.push(Timed {
                 at_ms: at,
                 note,
-                body: format!(
-                    "action = \"kill_node\"\ntarget = \"{}\"\ndown_for = {}\n",
-                    slot(node),
-                    dur((*down_ms).min(heal.saturating_sub(at)).max(500))
-                ),
+                id: None,
+                kind: StepKind::KillNode {
+                    target: slot(node),
+                    down_for: d((*down_ms).min(heal.saturating_sub(at)).max(500)),
+                },
             }),
             Action::Restart { node } => {
                 approx.push(format!(
@@ -210,10 +221,11 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                 steps.push(Timed {
                     at_ms: at,
                     note,
-                    body: format!(
-                        "action = \"kill_node\"\ntarget = \"{}\"\ndown_for = \"1s\"\n",
-                        slot(node)
-                    ),
+                    id: None,
+                    kind: StepKind::KillNode {
+                        target: slot(node),
+                        down_for: d(1_000),
+                    },
                 })
             }
             Action::Pause { node, for_ms } => {
@@ -221,21 +233,21 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                 steps.push(Timed {
                     at_ms: at,
                     note: note.clone(),
-                    body: format!(
-                        "id = \"{pid}\"\naction = \"pause_node\"\ntarget = \"{}\"\n",
-                        slot(node)
-                    ),
+                    id: Some(pid.clone()),
+                    kind: StepKind::PauseNode { target: slot(node) },
                 });
                 steps.push(Timed {
                     at_ms: (at + for_ms).min(heal),
                     note: format!("end of: {note}"),
-                    body: format!("action = \"unpause_node\"\nfault = \"{pid}\"\n"),
+                    id: None,
+                    kind: StepKind::UnpauseNode { fault: pid },
                 });
             }
             Action::Resign => steps.push(Timed {
                 at_ms: at,
                 note,
-                body: "action = \"resign_coordinator\"\n".into(),
+                id: None,
+                kind: StepKind::ResignCoordinator {},
             }),
             Action::SinkError { node, changefeed } => {
                 approx.push(format!(
@@ -275,10 +287,11 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                     steps.push(Timed {
                         at_ms: at,
                         note,
-                        body: format!(
-                            "action = \"move_changefeed\"\nchangefeed = \"{changefeed}\"\ntarget = \"{}\"\n",
-                            slot(to)
-                        ),
+                        id: None,
+                        kind: StepKind::MoveChangefeed {
+                            changefeed: changefeed.clone(),
+                            target: slot(to),
+                        },
                     });
                 }
             }
@@ -291,16 +304,18 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                     steps.push(Timed {
                         at_ms: at,
                         note: note.clone(),
-                        body: format!(
-                            "action = \"pause_changefeed\"\nchangefeed = \"{changefeed}\"\n"
-                        ),
+                        id: None,
+                        kind: StepKind::PauseChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                     });
                     steps.push(Timed {
                         at_ms: end,
                         note: format!("end of: {note}"),
-                        body: format!(
-                            "action = \"resume_changefeed\"\nchangefeed = \"{changefeed}\"\n"
-                        ),
+                        id: None,
+                        kind: StepKind::ResumeChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                     });
                 }
             }
@@ -317,16 +332,18 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
                     steps.push(Timed {
                         at_ms: at,
                         note: note.clone(),
-                        body: format!(
-                            "action = \"remove_changefeed\"\nchangefeed = \"{changefeed}\"\n"
-                        ),
+                        id: None,
+                        kind: StepKind::RemoveChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                     });
                     steps.push(Timed {
                         at_ms: end,
                         note: format!("end of: {note}"),
-                        body: format!(
-                            "action = \"create_changefeed\"\nchangefeed = \"{changefeed}\"\n"
-                        ),
+                        id: None,
+                        kind: StepKind::CreateChangefeed {
+                            changefeed: changefeed.clone(),
+                        },
                     });
                 }
             }
@@ -450,37 +467,44 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
     );
     let _ = writeln!(t, "maintainer_bootstrap = {}", dur(bounds.broken_ms));
     let _ = writeln!(t, "removal_only = {}\n", dur(bounds.removal_only_ms));
-    let _ = writeln!(t, "[[step]]\naction = \"start_workload\"\n");
+    let plain = |k: &StepKind| emit::step(None, None, None, k);
+    let sleep = |ms: u64| {
+        plain(&StepKind::Sleep {
+            duration: Dur(Duration::from_millis(ms)),
+        })
+    };
+    let wait = |cf: &String, ms: u64, on_timeout| {
+        plain(&StepKind::Wait {
+            condition: Condition::CheckpointAdvanced {
+                changefeed: cf.clone(),
+            },
+            timeout: Dur(Duration::from_millis(ms)),
+            on_timeout,
+        })
+    };
+    let _ = writeln!(t, "{}", plain(&StepKind::StartWorkload {}));
     for cf in &plan.changefeeds {
-        let _ = writeln!(t, "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"60s\"\non_timeout = \"abort\"\n");
+        let _ = writeln!(t, "{}", wait(cf, 60_000, OnTimeout::Abort));
     }
     let mut now = 0;
     for s in &steps {
         if s.at_ms > now {
-            let _ = writeln!(
-                t,
-                "[[step]]\naction = \"sleep\"\nduration = {}\n",
-                dur(s.at_ms - now)
-            );
+            let _ = writeln!(t, "{}", sleep(s.at_ms - now));
             now = s.at_ms;
         }
         let _ = writeln!(
             t,
-            "# {:.1}s: {}\n[[step]]\n{}",
+            "# {:.1}s: {}\n{}",
             s.at_ms as f64 / 1000.0,
             s.note,
-            s.body
+            emit::step(None, None, s.id.as_deref(), &s.kind)
         );
     }
     for u in &unmapped {
         let _ = writeln!(t, "# not mapped: {u}");
     }
     if plan.heal_ms > now {
-        let _ = writeln!(
-            t,
-            "[[step]]\naction = \"sleep\"\nduration = {}\n",
-            dur(plan.heal_ms - now)
-        );
+        let _ = writeln!(t, "{}", sleep(plan.heal_ms - now));
     }
     let _ = writeln!(
         t,
@@ -488,9 +512,9 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
         plan.heal_ms as f64 / 1000.0
     );
     for cf in &plan.changefeeds {
-        let _ = writeln!(t, "[[step]]\naction = \"wait\"\nuntil = \"checkpoint_advanced\"\nchangefeed = \"{cf}\"\ntimeout = \"90s\"\n");
+        let _ = writeln!(t, "{}", wait(cf, 90_000, OnTimeout::Continue));
     }
-    let _ = writeln!(t, "[[step]]\naction = \"stop_workload\"");
+    t.push_str(&plain(&StepKind::StopWorkload {}));
     Exported {
         name: name.into(),
         toml: t,

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub mod export;
-pub use export::sender_of;
+pub use export::{sender_of, sender_role};
 
 use anyhow::{bail, Context, Result};
 use cdc_system::profile::Profile;
