@@ -24,7 +24,8 @@ use super::record::{self, RunDir};
 use super::signature;
 use crate::run_model::Verdict;
 use crate::runner::{self, Progress, Replay, RunOptions};
-use crate::scenario::{self, StepKind};
+use crate::scenario::{self, emit, Step, StepKind};
+use crate::toxiproxy::ToxicKind;
 
 /// What to shrink and how long.
 #[derive(Debug, Clone)]
@@ -48,117 +49,83 @@ struct Unit {
     what: String,
 }
 
-/// A schedule: the recorded steps with their original positions, and the
-/// header.
+/// A schedule: the recorded steps (typed) with their original positions,
+/// and the header above the timeline.
 #[derive(Debug, Clone)]
 struct Schedule {
     header: Table,
-    /// (original index, step table).
-    steps: Vec<(usize, Table)>,
-}
-
-fn steps_of(doc: &Table) -> Result<Vec<Table>> {
-    doc.get("step")
-        .and_then(Value::as_array)
-        .context("the scenario has no [[step]] array")?
-        .iter()
-        .map(|v| v.as_table().cloned().context("a step is not a table"))
-        .collect()
-}
-
-fn action(t: &Table) -> &str {
-    t.get("action").and_then(Value::as_str).unwrap_or("")
-}
-
-fn str_of<'a>(t: &'a Table, key: &str) -> Option<&'a str> {
-    t.get(key).and_then(Value::as_str)
+    /// (original index, step).
+    steps: Vec<(usize, Step)>,
 }
 
 /// A step's `at` in ms from t = 0, if it has one.
-fn at_ms(t: &Table) -> Option<u64> {
-    str_of(t, "at")
-        .and_then(|a| a.parse::<scenario::Dur>().ok())
-        .map(|d| d.0.as_millis() as u64)
+fn at_ms(s: &Step) -> Option<u64> {
+    s.at.map(|d| d.as_millis() as u64)
 }
 
 /// How late a step must have started for [`Schedule::as_run`] to move it.
 const PIN_AFTER_MS: u64 = 500;
 
 /// The units of `steps`: what ddmin removes together.
-fn units(steps: &[Table]) -> Vec<Unit> {
+fn units(steps: &[Step]) -> Vec<Unit> {
     let mut out: Vec<Unit> = Vec::new();
     let mut owned = vec![false; steps.len()];
-    for (i, t) in steps.iter().enumerate() {
+    for (i, s) in steps.iter().enumerate() {
         if owned[i] {
             continue;
         }
-        let a = action(t);
-        // The step's kind, read as the parser does (without `id` and `at`).
-        let mut bare = t.clone();
-        bare.remove("id");
-        bare.remove("at");
-        let kind: Option<StepKind> = Value::Table(bare).try_into().ok();
-        let is_fault = kind.as_ref().is_some_and(|k| k.is_fault());
-        let is_op = kind.as_ref().is_some_and(|k| k.is_operation());
-        if !(is_fault || is_op) || a == "resume_changefeed" || a == "create_changefeed" {
+        let kind = &s.kind;
+        let undoing = matches!(
+            kind,
+            StepKind::ResumeChangefeed { .. } | StepKind::CreateChangefeed { .. }
+        );
+        if !(kind.is_fault() || kind.is_operation()) || undoing {
             continue;
         }
         let mut members = vec![i];
-        if let Some(id) = str_of(t, "id") {
+        if let Some(id) = &s.id {
             for (j, h) in steps.iter().enumerate().skip(i + 1) {
-                if str_of(h, "fault") == Some(id) {
+                if h.kind.heals().is_some_and(|(fault, _)| fault == id) {
                     members.push(j);
                 }
             }
         }
         // A pause or removal of a changefeed goes with the resume or
         // re-creation that follows it.
-        let undo = match a {
-            "pause_changefeed" => Some("resume_changefeed"),
-            "remove_changefeed" => Some("create_changefeed"),
-            _ => None,
+        let undo = |k: &StepKind| match (kind, k) {
+            (
+                StepKind::PauseChangefeed { changefeed: a },
+                StepKind::ResumeChangefeed { changefeed: b },
+            )
+            | (
+                StepKind::RemoveChangefeed { changefeed: a },
+                StepKind::CreateChangefeed { changefeed: b },
+            ) => a == b,
+            _ => false,
         };
-        if let (Some(undo), Some(cf)) = (undo, str_of(t, "changefeed")) {
-            if let Some(j) = (i + 1..steps.len())
-                .find(|&j| action(&steps[j]) == undo && str_of(&steps[j], "changefeed") == Some(cf))
-            {
-                members.push(j);
-            }
+        if let Some(j) = (i + 1..steps.len()).find(|&j| undo(&steps[j].kind)) {
+            members.push(j);
         }
         for m in &members {
             owned[*m] = true;
         }
         out.push(Unit {
-            what: describe(t),
+            what: kind.to_string(),
             steps: members,
         });
     }
     out
 }
 
-fn describe(t: &Table) -> String {
-    let mut parts = vec![action(t).to_string()];
-    for k in ["target", "link", "name", "value", "changefeed", "from"] {
-        if let Some(v) = str_of(t, k) {
-            parts.push(format!("{k}={v}"));
-        }
-    }
-    if let Some(Value::Table(x)) = t.get("toxic") {
-        if let Some(ty) = x.get("type").and_then(Value::as_str) {
-            parts.push(format!("toxic={ty}"));
-        }
-    }
-    parts.join(" ")
-}
-
 impl Schedule {
-    fn of(doc: &Table) -> Result<Schedule> {
-        let steps = steps_of(doc)?;
-        let mut header = doc.clone();
+    /// The schedule of a parsed scenario and its file's text (the header
+    /// keys are kept as written).
+    fn of(sc: &scenario::Scenario, text: &str) -> Result<Schedule> {
+        let mut header: Table = text.parse().context("the scenario file does not parse")?;
         header.remove("step");
         Ok(Schedule {
             header,
-            steps: steps.into_iter().enumerate().collect(),
+            steps: sc.steps.iter().cloned().enumerate().collect(),
         })
     }
 
@@ -173,14 +140,13 @@ impl Schedule {
     fn as_run(&self, run: &crate::run_model::Run) -> (Schedule, usize) {
         let mut s = self.clone();
         let mut moved = 0;
-        for (orig, t) in s.steps.iter_mut() {
-            let Some(written) = at_ms(t) else { continue };
+        for (orig, step) in s.steps.iter_mut() {
+            let Some(written) = at_ms(step) else { continue };
             let Some(rec) = run.steps.iter().find(|r| r.index == *orig) else {
                 continue;
             };
             if rec.started_ms >= written + PIN_AFTER_MS {
-                let at = scenario::Dur(Duration::from_millis(rec.started_ms / 100 * 100));
-                t.insert("at".into(), Value::String(at.to_string()));
+                step.at = Some(Duration::from_millis(rec.started_ms / 100 * 100));
                 moved += 1;
             }
         }
@@ -206,18 +172,19 @@ impl Schedule {
             .count()
     }
 
-    fn step_mut(&mut self, orig: usize) -> Option<&mut Table> {
+    fn step_mut(&mut self, orig: usize) -> Option<&mut Step> {
         self.steps
             .iter_mut()
             .find(|(i, _)| *i == orig)
             .map(|(_, t)| t)
     }
 
-    fn step(&self, orig: usize) -> Option<&Table> {
+    fn step(&self, orig: usize) -> Option<&Step> {
         self.steps.iter().find(|(i, _)| *i == orig).map(|(_, t)| t)
     }
 
-    /// The file text under `name`.
+    /// The file text under `name`: the header, then the steps through
+    /// [`emit`].
     fn render(&self, name: &str, note: &str) -> Result<String> {
         let mut doc = self.header.clone();
         doc.insert("name".into(), Value::String(name.into()));
@@ -230,16 +197,16 @@ impl Schedule {
             "description".into(),
             Value::String(format!("{}\n{note}\n", d.trim_end())),
         );
-        doc.insert(
-            "step".into(),
-            Value::Array(
-                self.steps
-                    .iter()
-                    .map(|(_, t)| Value::Table(t.clone()))
-                    .collect(),
-            ),
-        );
-        Ok(toml::to_string(&doc)?)
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .map(|(_, s)| emit::step(at_ms(s), None, s.id.as_deref(), &s.kind))
+            .collect();
+        Ok(format!(
+            "{}\n{}",
+            toml::to_string(&doc)?,
+            emit::timeline(&steps)
+        ))
     }
 
     /// The recorded resolutions, moved to the candidate's step positions.
@@ -262,32 +229,37 @@ fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
     let Some(first) = s.step(u.steps[0]) else {
         return out;
     };
-    let a = action(first).to_string();
     // A timeout toxic becomes latency.
-    if let Some(Value::Table(tx)) = first.get("toxic") {
-        if tx.get("type").and_then(Value::as_str) == Some("timeout") {
+    if let StepKind::AddToxic { toxic, .. } | StepKind::AddKafkaToxic { toxic, .. } = &first.kind {
+        if matches!(toxic, ToxicKind::Timeout { .. }) {
             let mut c = s.clone();
-            let t = c.step_mut(u.steps[0]).expect("present");
-            let mut lat = Table::new();
-            lat.insert("type".into(), Value::String("latency".into()));
-            let mut attrs = Table::new();
-            attrs.insert("latency".into(), Value::Integer(2000));
-            attrs.insert("jitter".into(), Value::Integer(0));
-            lat.insert("attributes".into(), Value::Table(attrs));
-            t.insert("toxic".into(), Value::Table(lat));
+            if let StepKind::AddToxic { toxic, .. } | StepKind::AddKafkaToxic { toxic, .. } =
+                &mut c.step_mut(u.steps[0]).expect("present").kind
+            {
+                *toxic = ToxicKind::Latency {
+                    latency: 2000,
+                    jitter: 0,
+                };
+            }
             out.push(("a 2 s latency instead of the timeout".to_string(), c));
         }
     }
     // A kill becomes a pause (its start_node an unpause_node).
-    if a == "kill_node" && !first.contains_key("down_for") {
+    if let StepKind::KillNode {
+        target,
+        down_for: None,
+    } = &first.kind
+    {
         let mut c = s.clone();
-        c.step_mut(u.steps[0])
-            .expect("present")
-            .insert("action".into(), Value::String("pause_node".into()));
+        c.step_mut(u.steps[0]).expect("present").kind = StepKind::PauseNode {
+            target: target.clone(),
+        };
         for h in &u.steps[1..] {
             if let Some(t) = c.step_mut(*h) {
-                if action(t) == "start_node" {
-                    t.insert("action".into(), Value::String("unpause_node".into()));
+                if let StepKind::StartNode { fault } = &t.kind {
+                    t.kind = StepKind::UnpauseNode {
+                        fault: fault.clone(),
+                    };
                 }
             }
         }
@@ -299,10 +271,8 @@ fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
             let half = start + (end - start) / 2;
             if end > start + 1_000 && *last != u.steps[0] {
                 let mut c = s.clone();
-                let at = scenario::Dur(Duration::from_millis(half / 500 * 500)).to_string();
-                c.step_mut(*last)
-                    .expect("present")
-                    .insert("at".into(), Value::String(at));
+                c.step_mut(*last).expect("present").at =
+                    Some(Duration::from_millis(half / 500 * 500));
                 out.push((
                     format!("its window halved ({} ms)", (half - start) / 500 * 500),
                     c,
@@ -311,7 +281,7 @@ fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
         }
     }
     // A message delay halved.
-    if let Some(v) = str_of(first, "value") {
+    if let StepKind::EnableFailpoint { value: v, .. } = &first.kind {
         if let Some((head, ms)) = v
             .strip_suffix(')')
             .and_then(|x| x.rsplit_once(':'))
@@ -319,9 +289,11 @@ fn weakenings(s: &Schedule, u: &Unit) -> Vec<(String, Schedule)> {
         {
             if ms >= 1_000 {
                 let mut c = s.clone();
-                c.step_mut(u.steps[0])
-                    .expect("present")
-                    .insert("value".into(), Value::String(format!("{head}:{})", ms / 2)));
+                if let StepKind::EnableFailpoint { value, .. } =
+                    &mut c.step_mut(u.steps[0]).expect("present").kind
+                {
+                    *value = format!("{head}:{})", ms / 2);
+                }
                 out.push((format!("its delay halved ({} ms)", ms / 2), c));
             }
         }
@@ -455,12 +427,10 @@ pub async fn shrink(req: &ShrinkRequest) -> Result<ShrinkOutcome> {
             rec.run.verdict.map_or("not judged", |v| v.as_str())
         );
     };
-    let doc: Table = rec
-        .scenario_text
-        .parse()
-        .with_context(|| format!("{}: the scenario file does not parse", req.dir.display()))?;
-    let (full, moved) = Schedule::of(&doc)?.as_run(&rec.run);
-    let all_steps: Vec<Table> = full.steps.iter().map(|(_, t)| t.clone()).collect();
+    let (full, moved) = Schedule::of(&rec.scenario, &rec.scenario_text)
+        .with_context(|| format!("{}", req.dir.display()))?
+        .as_run(&rec.run);
+    let all_steps: Vec<Step> = full.steps.iter().map(|(_, t)| t.clone()).collect();
     let all_units = units(&all_steps);
     let out = req.dir.join("shrink");
     std::fs::create_dir_all(&out)?;
@@ -608,10 +578,10 @@ pub async fn shrink(req: &ShrinkRequest) -> Result<ShrinkOutcome> {
     })
 }
 
-/// The units of a scenario file's text (for tests and `--dry-run` views).
-pub fn units_of_text(text: &str) -> Result<Vec<(Vec<usize>, String)>> {
-    let doc: Table = text.parse()?;
-    Ok(units(&steps_of(&doc)?)
+/// The units of a scenario file's text (`file` names it for the parser).
+pub fn units_of_text(file: &Path, text: &str) -> Result<Vec<(Vec<usize>, String)>> {
+    let sc = scenario::parse_str(file, text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(units(&sc.steps)
         .into_iter()
         .map(|u| (u.steps, u.what))
         .collect())
@@ -625,6 +595,12 @@ pub fn check_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `text` (a scenario named `x`) as a schedule.
+    fn schedule(text: &str) -> Schedule {
+        let sc = scenario::parse_str(Path::new("x.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+        Schedule::of(&sc, text).unwrap()
+    }
 
     const SCHEDULE: &str = r#"
 name = "x"
@@ -678,16 +654,15 @@ action = "stop_workload"
 
     #[test]
     fn faults_go_with_their_heals_and_pauses_with_their_resumes() {
-        let u = units_of_text(SCHEDULE).unwrap();
+        let u = units_of_text(Path::new("x.toml"), SCHEDULE).unwrap();
         let steps: Vec<Vec<usize>> = u.iter().map(|(s, _)| s.clone()).collect();
         assert_eq!(steps, vec![vec![1, 5], vec![2, 4], vec![3, 6], vec![7]]);
     }
 
     #[test]
     fn a_schedule_without_units_still_validates_and_keeps_its_replay_targets() {
-        let doc: Table = SCHEDULE.parse().unwrap();
-        let s = Schedule::of(&doc).unwrap();
-        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let s = schedule(SCHEDULE);
+        let all: Vec<Step> = s.steps.iter().map(|(_, t)| t.clone()).collect();
         let us = units(&all);
         // Drop the kill with its start (unit 2) and the pause (unit 3).
         let drop: Vec<usize> = us[1].steps.iter().chain(&us[2].steps).copied().collect();
@@ -777,15 +752,14 @@ action = "stop_workload"
             step(3, 63_340, StepOutcome::Done),
             step(4, 63_845, StepOutcome::Skipped),
         ];
-        let doc: Table = text.parse().unwrap();
-        let (s, moved) = Schedule::of(&doc).unwrap().as_run(&run);
+        let (s, moved) = schedule(&text).as_run(&run);
         assert_eq!(moved, 2);
-        let at = |i: usize| str_of(s.step(i).unwrap(), "at").map(str::to_string);
-        assert_eq!(at(1).as_deref(), Some("23s"));
-        assert_eq!(at(3).as_deref(), Some("63300ms"));
-        assert_eq!(at(4).as_deref(), Some("63800ms"));
+        let at = |i: usize| at_ms(s.step(i).unwrap());
+        assert_eq!(at(1), Some(23_000));
+        assert_eq!(at(3), Some(63_300));
+        assert_eq!(at(4), Some(63_800));
         // Without the failpoint's unit, the partition still lasts 40 s.
-        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let all: Vec<Step> = s.steps.iter().map(|(_, t)| t.clone()).collect();
         let us = units(&all);
         let fp = us.iter().find(|u| u.steps.contains(&2)).unwrap();
         let c = s.without(&fp.steps);
@@ -796,9 +770,8 @@ action = "stop_workload"
 
     #[test]
     fn weakenings_turn_a_timeout_into_latency_a_kill_into_a_pause_and_halve_windows() {
-        let doc: Table = SCHEDULE.parse().unwrap();
-        let s = Schedule::of(&doc).unwrap();
-        let all: Vec<Table> = s.steps.iter().map(|(_, t)| t.clone()).collect();
+        let s = schedule(SCHEDULE);
+        let all: Vec<Step> = s.steps.iter().map(|(_, t)| t.clone()).collect();
         let us = units(&all);
         let w: Vec<String> = weakenings(&s, &us[0]).into_iter().map(|(w, _)| w).collect();
         assert_eq!(
