@@ -68,6 +68,9 @@ use crate::images::{self, ImageRef};
 use crate::kafka;
 use crate::toxiproxy::{self, Proxy};
 
+/// The prefix of each node's inbound message-center proxy (`msg-node1`).
+pub const PEERS_PROXY_PREFIX: &str = "msg";
+
 const KAFKA_INTERNAL_PORT: u16 = 9092;
 const KAFKA_VERIFIER_PORT: u16 = 9094;
 const KAFKA_LINK_BASE_PORT: u16 = 9100;
@@ -548,7 +551,7 @@ impl Cluster {
         // Each node's inbound message-center link.
         for slot in Slot::all(spec.nodes + spec.spare_nodes) {
             proxies.push(Proxy::new(
-                crate::scenario::Link::Peers.proxy_of(slot),
+                format!("{PEERS_PROXY_PREFIX}-{}", slot.name()),
                 format!("0.0.0.0:{}", TOXI_MSG_LINK_BASE_PORT + slot.index() as u16),
                 format!("{}:{NODE_MSG_PORT}", run.name(&slot.name())),
             ));

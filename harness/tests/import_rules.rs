@@ -365,9 +365,6 @@ fn violations(krate: &str, lib_name: &str, sources: &[Source]) -> Vec<String> {
     let e = edges(sources, lib_name);
     let mut out = Vec::new();
     for c in cycles(&e) {
-        if krate == "harness" && c.iter().all(|f| HARNESS_KNOWN_CYCLES.contains(&f.as_str())) {
-            continue;
-        }
         let inside: Vec<String> = e
             .iter()
             .filter(|((a, b), _)| c.contains(a) && c.contains(b))
@@ -429,68 +426,6 @@ impl<'ast> Visit<'ast> for NamesCrate<'_> {
         *self.found |= p.segments.len() > 1 && p.segments[0].ident == self.name;
         syn::visit::visit_path(self, p);
     }
-}
-
-/// The files of `harness` that still sit on import cycles: the checkers'
-/// registry (`checker/mod.rs`) and two checkers that call back into it, and
-/// the scenario model, the cluster and the runner, which name each other's
-/// types (`scenario::Link` in `cluster`, `cluster::KafkaTopology` in the
-/// scenario model, the runner's `Replay` in `explore::record`). `system`
-/// and `reports` have none. A cycle through any other file fails the test;
-/// the list only shrinks (`harness_known_cycles_are_still_cycles`).
-const HARNESS_KNOWN_CYCLES: &[&str] = &[
-    "checker/faults_bit.rs",
-    "checker/mod.rs",
-    "checker/recovers.rs",
-    "cluster.rs",
-    "explore/generate.rs",
-    "explore/mod.rs",
-    "explore/record.rs",
-    "mutants.rs",
-    "provenance.rs",
-    "runner/audit.rs",
-    "runner/conditions.rs",
-    "runner/early.rs",
-    "runner/logs.rs",
-    "runner/mod.rs",
-    "runner/nemesis/coordinator.rs",
-    "runner/nemesis/failpoint.rs",
-    "runner/nemesis/fault.rs",
-    "runner/nemesis/kafka.rs",
-    "runner/nemesis/mod.rs",
-    "runner/nemesis/network.rs",
-    "runner/nemesis/process.rs",
-    "runner/open_faults.rs",
-    "runner/operation.rs",
-    "runner/provision.rs",
-    "runner/target.rs",
-    "runner/verify.rs",
-    "runner/world.rs",
-    "scenario/error.rs",
-    "scenario/header.rs",
-    "scenario/mod.rs",
-    "scenario/model.rs",
-    "scenario/parse.rs",
-    "scenario/timeline.rs",
-    "scenario/types.rs",
-    "shard.rs",
-    "swarm/export.rs",
-    "swarm/mod.rs",
-    "verifier.rs",
-];
-
-#[test]
-fn harness_known_cycles_are_still_cycles() {
-    let e = edges(&crate_sources("harness"), "harness");
-    let on: BTreeSet<String> = cycles(&e).into_iter().flatten().collect();
-    let gone: Vec<&&str> = HARNESS_KNOWN_CYCLES
-        .iter()
-        .filter(|f| !on.contains(**f))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "these files are no longer on an import cycle: remove them from HARNESS_KNOWN_CYCLES: {gone:?}"
-    );
 }
 
 const CRATES: [(&str, &str); 3] = [
@@ -579,8 +514,8 @@ fn doctored_imports_break_the_rules() {
         "{v:?}"
     );
 
-    // A harness file outside the known cycles joining one: the run batch
-    // named by the runner it is part of.
+    // The harness, cycle-free, with one back edge: the runner naming the run
+    // batch that drives it.
     let harness = crate_sources("harness");
     assert!(violations("harness", "harness", &harness).is_empty());
     let v = violations(

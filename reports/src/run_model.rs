@@ -185,6 +185,10 @@ pub struct StepRecord {
     pub action: String,
     /// A one-line rendering of the step's parameters.
     pub detail: String,
+    /// What exploration's coverage counts the step as, for a fault or an
+    /// operation (the harness's `StepKind::touch`); `None` for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<String>,
     pub started_ms: u64,
     pub ended_ms: u64,
     /// The target as written (e.g. `maintainer-of:cf1`) and what it resolved to.
@@ -504,6 +508,11 @@ pub struct CheckResult {
     pub verdict: Verdict,
     pub summary: String,
     pub evidence: Vec<Evidence>,
+    /// How a failing checker failed (`bound-to-removal-only`,
+    /// `stuck-in-warning`, ...), named by the checker itself: findings group
+    /// by `checker:class`, and a shrunk schedule must keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
 }
 
 /// A time instant and what was seen there.
@@ -677,6 +686,7 @@ mod tests {
             .insert("kafka".into(), "cdc-chaos/kafka:4.1.1".into());
         run.changefeeds = vec!["cf1".into()];
         run.steps.push(StepRecord {
+            touch: None,
             index: 0,
             id: Some("kafka-timeout".into()),
             action: "add_toxic".into(),
@@ -741,6 +751,7 @@ mod tests {
             ..Default::default()
         });
         run.checks.push(CheckResult {
+            class: None,
             checker: "recovers".into(),
             verdict: Verdict::Pass,
             summary: "ok".into(),

@@ -5,10 +5,13 @@
 
 use std::collections::HashMap;
 
-use super::finding::{at, note, result};
+use super::finding::{at, classed, note, result};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "checkpoint-monotonic";
+
+/// This checker's one way to fail.
+pub const CLASS: &str = "went-back";
 
 pub fn check(run: &Run) -> CheckResult {
     let mut high: HashMap<&str, (u64, u64)> = HashMap::new(); // changefeed -> (checkpoint, t)
@@ -34,11 +37,14 @@ pub fn check(run: &Run) -> CheckResult {
     }
     if !evidence.is_empty() {
         let n = evidence.len();
-        return result(
-            NAME,
-            Verdict::Fail,
-            format!("the checkpoint went back {n} time(s)"),
-            evidence,
+        return classed(
+            result(
+                NAME,
+                Verdict::Fail,
+                format!("the checkpoint went back {n} time(s)"),
+                evidence,
+            ),
+            [CLASS],
         );
     }
     if observations < 2 {

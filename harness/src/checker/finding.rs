@@ -24,10 +24,37 @@ pub(crate) fn result(
         });
     }
     CheckResult {
+        class: None,
         checker: checker.to_string(),
         verdict,
         summary: summary.into(),
         evidence,
+    }
+}
+
+/// `r` with the class of its failure: the first, in the checker's own
+/// order (the declaration order of its class enum), of the classes its
+/// findings showed.
+pub(crate) fn classed<C: Ord + Into<&'static str>>(
+    mut r: CheckResult,
+    classes: impl IntoIterator<Item = C>,
+) -> CheckResult {
+    r.class = classes.into_iter().min().map(|c| c.into().to_string());
+    r
+}
+
+/// The harness's own bug switches (the mutant matrix's checker mutants): on
+/// only in a `mutants` build with `CHAOS_MUTANT=<name>` set; the checkers'
+/// negative fixtures (the unit tier) must then fail.
+pub fn harness_mutant(m: cdc_system::mutant::Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        std::env::var("CHAOS_MUTANT").ok().as_deref() == Some(m.name())
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = m;
+        false
     }
 }
 

@@ -71,6 +71,7 @@ fn base(scenario: &str, profile: &str) -> Run {
         node_id: "n2-a".into(),
     };
     run.steps.push(StepRecord {
+        touch: Some("toxic timeout on kafka".into()),
         index: 0,
         id: Some("kafka-timeout".into()),
         action: "add_toxic".into(),

@@ -21,20 +21,7 @@ pub(crate) mod fixtures;
 use crate::run_model::{CheckResult, Run, Verdict};
 use finding::{note, result};
 
-/// The harness's own bug switches (the mutant matrix's checker mutants): on
-/// only in a `mutants` build with `CHAOS_MUTANT=<name>` set; the checkers'
-/// negative fixtures (the unit tier) must then fail.
-pub fn harness_mutant(m: cdc_system::mutant::Mutant) -> bool {
-    #[cfg(feature = "mutants")]
-    {
-        std::env::var("CHAOS_MUTANT").ok().as_deref() == Some(m.name())
-    }
-    #[cfg(not(feature = "mutants"))]
-    {
-        let _ = m;
-        false
-    }
-}
+pub use finding::harness_mutant;
 
 /// A checker: a pure function of the run.
 pub type Checker = fn(&Run) -> CheckResult;
@@ -178,6 +165,15 @@ pub fn well_formed(run: &Run) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A timed-out `abort` wait cut the timeline: the run is at best
+    /// INCONCLUSIVE, whatever the other checkers say.
+    #[test]
+    fn an_aborted_run_is_inconclusive() {
+        let mut run = fixtures::healthy();
+        run.meta.aborted = Some("step 9 (wait until node-of:cut is live) timed out".into());
+        assert_eq!(judge(&run).1, Verdict::Inconclusive);
+    }
 
     #[test]
     fn healthy_run_passes_every_checker() {

@@ -11,10 +11,41 @@
 use cdc_system::api::SchedulingState;
 use std::collections::{HashMap, HashSet};
 
-use super::finding::{at, result, secs};
+use super::finding::{at, classed, result, secs};
 use crate::run_model::{CheckResult, Evidence, MaintainerObs, Run, Sample, Verdict};
 
 pub const NAME: &str = "no-broken-maintainer";
+
+/// How a maintainer was broken, first the most telling.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Class {
+    /// Bound to a node whose maintainer of it is removal-only (the seed bug).
+    BoundToRemovalOnly,
+    /// A removal-only maintainer outlived its bound.
+    RemovalOnlyLingers,
+    /// Two live maintainers of one changefeed at once.
+    TwoLiveMaintainers,
+    /// Bound to a node whose maintainer never bootstrapped.
+    BoundToUnbootstrapped,
+    /// Bound to a node with no maintainer of it, or to a node that is gone.
+    BoundToNoMaintainer,
+    /// Bound to a node whose maintainer is of another epoch (or removing).
+    BoundToStaleEpoch,
+}
+
+/// The class a maintainer on the bound node gives the binding.
+fn class_of(m: &MaintainerObs) -> Class {
+    if m.removal_only {
+        Class::BoundToRemovalOnly
+    } else if !m.bootstrap_done {
+        Class::BoundToUnbootstrapped
+    } else {
+        Class::BoundToStaleEpoch
+    }
+}
 
 fn describe(ms: &[&MaintainerObs]) -> String {
     if ms.is_empty() {
@@ -45,6 +76,8 @@ struct Binding {
     /// Unhealthy maintainers of the changefeed seen on the bound node during
     /// the binding: (description, first seen, last seen).
     seen: Vec<(String, u64, u64)>,
+    /// Their classes.
+    seen_classes: Vec<Class>,
 }
 
 /// What a sample shows of the bound node.
@@ -52,10 +85,10 @@ enum Seen {
     Healthy,
     /// The node did not answer (paused, partitioned): neither good nor bad.
     Unknown,
-    Broken(String),
+    Broken(String, Class),
 }
 
-fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>) {
+fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>, classes: &mut Vec<Class>) {
     let bound = run.bounds.maintainer_bootstrap_ms;
     for name in &run.changefeeds {
         let mut binding: Option<Binding> = None;
@@ -82,22 +115,27 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>) {
                     bad_since: None,
                     reported: false,
                     seen: Vec::new(),
+                    seen_classes: Vec::new(),
                 });
             }
             let b = binding.as_mut().expect("set above");
-            for m in unhealthy_on(s, name, &node_id) {
+            for (m, class) in unhealthy_on(s, name, &node_id) {
                 match b.seen.iter_mut().find(|(d, _, _)| *d == m) {
                     Some(e) => e.2 = s.t_ms,
-                    None => b.seen.push((m, s.t_ms, s.t_ms)),
+                    None => {
+                        b.seen.push((m, s.t_ms, s.t_ms));
+                        b.seen_classes.push(class);
+                    }
                 }
             }
             match judge_node(s, name, &node_id, b.epoch) {
                 Seen::Healthy => b.bad_since = None,
                 Seen::Unknown => {}
-                Seen::Broken(msg) => {
+                Seen::Broken(msg, class) => {
                     let bad_since = *b.bad_since.get_or_insert(s.t_ms);
                     if !b.reported && s.t_ms >= bad_since + bound {
                         b.reported = true;
+                        classes.extend(b.seen_classes.iter().copied().chain([class]).min());
                         let history = if b.seen.is_empty() {
                             String::new()
                         } else {
@@ -133,20 +171,21 @@ fn bound_node_violation(run: &Run, evidence: &mut Vec<Evidence>) {
 /// The maintainers of `cf` on node `node_id` that could not be the bound
 /// one (never bootstrapped, removal-only or removing), described without
 /// their changing checkpoint.
-fn unhealthy_on(s: &Sample, cf: &str, node_id: &str) -> Vec<String> {
+fn unhealthy_on(s: &Sample, cf: &str, node_id: &str) -> Vec<(String, Class)> {
     s.nodes
         .iter()
         .filter(|n| n.reachable && n.node_id.as_deref() == Some(node_id))
         .flat_map(|n| n.maintainers.iter())
         .filter(|m| m.changefeed == cf && (!m.bootstrap_done || m.removal_only || m.removing))
         .map(|m| {
-            format!(
+            let d = format!(
                 "a {}maintainer of epoch {} (bootstrap_done={}{})",
                 if m.removal_only { "removal-only " } else { "" },
                 m.epoch,
                 m.bootstrap_done,
                 if m.removing { ", removing" } else { "" }
-            )
+            );
+            (d, class_of(m))
         })
         .collect()
 }
@@ -171,23 +210,28 @@ fn judge_node(s: &Sample, cf: &str, node_id: &str, epoch: u64) -> Seen {
             if healthy {
                 Seen::Healthy
             } else {
-                Seen::Broken(format!(
-                    "node {} ({node_id}) hosts {}",
-                    n.node,
-                    describe(&ms)
-                ))
+                let class = ms
+                    .iter()
+                    .map(|m| class_of(m))
+                    .min()
+                    .unwrap_or(Class::BoundToNoMaintainer);
+                Seen::Broken(
+                    format!("node {} ({node_id}) hosts {}", n.node, describe(&ms)),
+                    class,
+                )
             }
         }
         // A slot that did not answer and whose identity is unknown may be it.
         None if s.nodes.iter().any(|n| !n.reachable && n.node_id.is_none()) => Seen::Unknown,
-        None if s.nodes.iter().any(|n| n.reachable) => Seen::Broken(format!(
-            "no live node has id {node_id} (it restarted or left)"
-        )),
+        None if s.nodes.iter().any(|n| n.reachable) => Seen::Broken(
+            format!("no live node has id {node_id} (it restarted or left)"),
+            Class::BoundToNoMaintainer,
+        ),
         None => Seen::Unknown,
     }
 }
 
-fn removal_only_lifetime(run: &Run, evidence: &mut Vec<Evidence>) {
+fn removal_only_lifetime(run: &Run, evidence: &mut Vec<Evidence>, classes: &mut Vec<Class>) {
     let bound = run.bounds.removal_only_ms;
     let mut first: HashMap<(String, String, u64), u64> = HashMap::new();
     let mut reported: HashSet<(String, String, u64)> = HashSet::new();
@@ -198,6 +242,7 @@ fn removal_only_lifetime(run: &Run, evidence: &mut Vec<Evidence>) {
                 let key = (id.clone(), m.changefeed.clone(), m.epoch);
                 let t0 = *first.entry(key.clone()).or_insert(s.t_ms);
                 if s.t_ms >= t0 + bound && reported.insert(key) {
+                    classes.push(Class::RemovalOnlyLingers);
                     evidence.push(at(
                         s.t_ms,
                         format!(
@@ -215,7 +260,7 @@ fn removal_only_lifetime(run: &Run, evidence: &mut Vec<Evidence>) {
     }
 }
 
-fn single_live(run: &Run, evidence: &mut Vec<Evidence>) {
+fn single_live(run: &Run, evidence: &mut Vec<Evidence>, classes: &mut Vec<Class>) {
     let mut reported: HashSet<String> = HashSet::new();
     for s in &run.samples {
         let mut live: HashMap<&str, Vec<String>> = HashMap::new();
@@ -232,6 +277,7 @@ fn single_live(run: &Run, evidence: &mut Vec<Evidence>) {
         }
         for (cf, where_) in live {
             if where_.len() > 1 && reported.insert(cf.to_string()) {
+                classes.push(Class::TwoLiveMaintainers);
                 evidence.push(at(
                     s.t_ms,
                     format!(
@@ -255,9 +301,10 @@ pub fn check(run: &Run) -> CheckResult {
         );
     }
     let mut evidence = Vec::new();
-    bound_node_violation(run, &mut evidence);
-    removal_only_lifetime(run, &mut evidence);
-    single_live(run, &mut evidence);
+    let mut classes = Vec::new();
+    bound_node_violation(run, &mut evidence, &mut classes);
+    removal_only_lifetime(run, &mut evidence, &mut classes);
+    single_live(run, &mut evidence, &mut classes);
     if evidence.is_empty() {
         result(
             NAME,
@@ -267,11 +314,14 @@ pub fn check(run: &Run) -> CheckResult {
         )
     } else {
         evidence.sort_by_key(|e| e.t_ms);
-        result(
-            NAME,
-            Verdict::Fail,
-            format!("{} broken-maintainer finding(s)", evidence.len()),
-            evidence,
+        classed(
+            result(
+                NAME,
+                Verdict::Fail,
+                format!("{} broken-maintainer finding(s)", evidence.len()),
+                evidence,
+            ),
+            classes,
         )
     }
 }
@@ -296,7 +346,7 @@ mod tests {
         let mut other = fixtures::maintainer(2, false, true, 1);
         other.changefeed = "cf2".into();
         n3.maintainers.push(other);
-        assert_eq!(unhealthy_on(&s, "cf1", "n3-a"), Vec::<String>::new());
+        assert!(unhealthy_on(&s, "cf1", "n3-a").is_empty());
         assert_eq!(unhealthy_on(&s, "cf2", "n3-a").len(), 1);
         let n3 = s
             .nodes
@@ -307,9 +357,10 @@ mod tests {
         let found = unhealthy_on(&s, "cf1", "n3-a");
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
-            found[0].contains("removal-only maintainer of epoch 5"),
+            found[0].0.contains("removal-only maintainer of epoch 5"),
             "{found:?}"
         );
+        assert_eq!(found[0].1, Class::BoundToRemovalOnly);
     }
 
     #[test]
@@ -343,6 +394,7 @@ mod tests {
                 .any(|e| e.message.contains("has lived 10.0s")),
             "{r:?}"
         );
+        assert_eq!(r.class.as_deref(), Some("bound-to-removal-only"));
     }
 
     /// As in the real run: R completes (and vanishes) before the bound, so
@@ -364,6 +416,8 @@ mod tests {
             m.contains("while bound, that node hosted a removal-only maintainer of epoch 5 (bootstrap_done=false)"),
             "{m}"
         );
+        // The history, not the node's last state, names the class.
+        assert_eq!(r.class.as_deref(), Some("bound-to-removal-only"));
     }
 
     #[test]
@@ -384,6 +438,7 @@ mod tests {
             r.evidence[0].message.contains("bootstrap_done=false"),
             "{r:?}"
         );
+        assert_eq!(r.class.as_deref(), Some("bound-to-unbootstrapped"));
     }
 
     #[test]
@@ -392,7 +447,9 @@ mod tests {
         for s in run.samples.iter_mut().filter(|s| s.t_ms >= 13_000) {
             s.nodes[2].maintainers[0].epoch = 5;
         }
-        assert_eq!(check(&run).verdict, Verdict::Fail);
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(r.class.as_deref(), Some("bound-to-stale-epoch"));
     }
 
     /// n3 (cf1's maintainer) is killed at 30 s and back as n3-b at 35 s; the
@@ -430,6 +487,7 @@ mod tests {
             r.evidence[0].message.contains("no live node has id n3-a"),
             "{r:?}"
         );
+        assert_eq!(r.class.as_deref(), Some("bound-to-no-maintainer"));
     }
 
     #[test]
@@ -458,6 +516,7 @@ mod tests {
             r.evidence[0].message.contains("2 live maintainers"),
             "{r:?}"
         );
+        assert_eq!(r.class.as_deref(), Some("two-live-maintainers"));
     }
 
     #[test]

@@ -5,10 +5,28 @@
 
 use std::collections::HashSet;
 
-use super::finding::{at, note, result};
+use super::finding::{at, classed, note, result};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "no-data-loss";
+
+/// What the data showed, first the most severe.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Class {
+    /// A committed change at or below the final checkpoint is not in Kafka.
+    Missing,
+    /// A key's changes were read out of commit order.
+    OutOfOrder,
+    /// A checkpoint observed during the run claimed a change Kafka did not hold yet.
+    DishonestCheckpoint,
+    /// Kafka holds a change never committed upstream.
+    Unexpected,
+    /// A key's final image differs.
+    FinalImage,
+}
 
 pub fn check(run: &Run) -> CheckResult {
     let Some(data) = &run.data else {
@@ -20,6 +38,20 @@ pub fn check(run: &Run) -> CheckResult {
         );
     };
     let mut evidence = Vec::new();
+    let mut classes = Vec::new();
+    let mut saw = |c: Class, any: bool| {
+        if any {
+            classes.push(c);
+        }
+    };
+    saw(Class::Missing, !data.missing.is_empty());
+    saw(Class::OutOfOrder, !data.order_violations.is_empty());
+    saw(Class::Unexpected, !data.unexpected.is_empty());
+    saw(Class::FinalImage, !data.final_image_mismatches.is_empty());
+    saw(
+        Class::DishonestCheckpoint,
+        data.checkpoint_audits.iter().any(|a| !a.missing.is_empty()),
+    );
     for m in &data.missing {
         evidence.push(note(format!(
             "missing from Kafka: {} key {} committed at {} (final checkpoint {})",
@@ -65,11 +97,14 @@ pub fn check(run: &Run) -> CheckResult {
     }
     if !evidence.is_empty() {
         let n = evidence.len();
-        return result(
-            NAME,
-            Verdict::Fail,
-            format!("{n} data finding(s)"),
-            evidence,
+        return classed(
+            result(
+                NAME,
+                Verdict::Fail,
+                format!("{n} data finding(s)"),
+                evidence,
+            ),
+            classes,
         );
     }
     // Every observed checkpoint must have been audited.
@@ -149,6 +184,7 @@ mod tests {
                 .contains("t2 key 42 committed at 1150"),
             "{r:?}"
         );
+        assert_eq!(r.class.as_deref(), Some("missing"));
     }
 
     #[test]
@@ -165,11 +201,16 @@ mod tests {
                 after_commit_ts: 20,
             });
         assert_eq!(check(&run).verdict, Verdict::Fail);
+        assert_eq!(check(&run).class.as_deref(), Some("out-of-order"));
         let mut run = fixtures::healthy();
         run.data.as_mut().unwrap().unexpected.push(change());
         let r = check(&run);
         assert_eq!(r.verdict, Verdict::Fail);
         assert!(r.evidence[0].message.contains("never committed"), "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("unexpected"));
+        // Both at once: the more severe names the class.
+        run.data.as_mut().unwrap().missing.push(change());
+        assert_eq!(check(&run).class.as_deref(), Some("missing"));
     }
 
     #[test]
@@ -182,6 +223,7 @@ mod tests {
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(r.evidence[0].t_ms, Some(t));
         assert!(r.evidence[0].message.contains("dishonest"), "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("dishonest-checkpoint"));
     }
 
     #[test]

@@ -2,10 +2,28 @@
 //! every changefeed is `normal` within `bounds.recover_ms` and its checkpoint
 //! passes the last upstream commit.
 
-use super::finding::{at, note, result, secs};
+use super::finding::{at, classed, note, result, secs};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "recovers";
+
+/// How a changefeed failed to recover, first the most telling.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Class {
+    /// Still `warning` at the deadline (the seed bug's symptom).
+    StuckInWarning,
+    /// `failed` at the deadline.
+    Failed,
+    /// `stopped` at the deadline.
+    Stopped,
+    /// `normal`, but the checkpoint had not passed the last commit.
+    CheckpointStalled,
+    /// Not reported, or in another state.
+    NotRecovered,
+}
 
 pub fn check(run: &Run) -> CheckResult {
     if let Some(open) = run.faults.iter().find(|f| f.healed_ms.is_none()) {
@@ -33,6 +51,7 @@ pub fn check(run: &Run) -> CheckResult {
         );
     };
     let mut evidence = Vec::new();
+    let mut classes = Vec::new();
     let mut verdict = Verdict::Pass;
     for name in &run.changefeeds {
         // The commit to pass: the workload's last one if it stopped, else the
@@ -45,7 +64,7 @@ pub fn check(run: &Run) -> CheckResult {
         match run.recovered_at(name, healed, target) {
             Some(s)
                 if s.t_ms <= deadline
-                    || super::harness_mutant(
+                    || super::finding::harness_mutant(
                         cdc_system::mutant::Mutant::RecoversWithoutDeadline,
                     ) =>
             {
@@ -79,6 +98,13 @@ pub fn check(run: &Run) -> CheckResult {
                             .find(|c| &c.name == name)
                             .map(|c| (s.t_ms, c))
                     });
+                classes.push(match seen.map(|(_, c)| c.state.as_str()) {
+                    Some("warning") => Class::StuckInWarning,
+                    Some("failed") => Class::Failed,
+                    Some("stopped") => Class::Stopped,
+                    Some(crate::run_model::NORMAL_STATE) => Class::CheckpointStalled,
+                    _ => Class::NotRecovered,
+                });
                 let msg = match seen {
                     Some((_, c)) => format!(
                         "{name}: {} after the last heal it is `{}` with checkpoint {} (last upstream commit {target}){}",
@@ -111,7 +137,7 @@ pub fn check(run: &Run) -> CheckResult {
             None => "recovery could not be judged".to_string(),
         },
     };
-    result(NAME, verdict, summary, evidence)
+    classed(result(NAME, verdict, summary, evidence), classes)
 }
 
 #[cfg(test)]
@@ -159,6 +185,7 @@ mod tests {
         let r = check(&fixtures::seed_bug());
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
         assert!(r.evidence[0].message.contains("`warning`"), "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("stuck-in-warning"));
     }
 
     /// Recovering after the deadline is a FAIL, and at the deadline a PASS:
@@ -170,6 +197,7 @@ mod tests {
         assert!(ms > 0, "the fixture recovers some time after its heal");
         run.bounds.recover_ms = ms;
         assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+        assert_eq!(check(&run).class, None, "a passing result has no class");
         run.bounds.recover_ms = ms - 1;
         let r = check(&run);
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
@@ -186,6 +214,7 @@ mod tests {
         let r = check(&run);
         assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
         assert!(r.evidence[0].message.contains("checkpoint 1200"), "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("checkpoint-stalled"));
     }
 
     #[test]

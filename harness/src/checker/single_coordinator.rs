@@ -7,10 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use super::finding::{at, result};
+use super::finding::{at, classed, result};
 use crate::run_model::{CheckResult, Run, Verdict};
 
 pub const NAME: &str = "single-coordinator";
+
+/// This checker's one way to fail.
+pub const CLASS: &str = "two-coordinators";
 
 /// How long a deposed coordinator may still claim its term once etcd names
 /// a newer one: a node notices a lost session within a keep-alive period or
@@ -89,11 +92,14 @@ pub fn check(run: &Run) -> CheckResult {
     }
     if !evidence.is_empty() {
         let n = evidence.len();
-        return result(
-            NAME,
-            Verdict::Fail,
-            format!("{n} coordinator finding(s)"),
-            evidence,
+        return classed(
+            result(
+                NAME,
+                Verdict::Fail,
+                format!("{n} coordinator finding(s)"),
+                evidence,
+            ),
+            [CLASS],
         );
     }
     if owner.is_empty() {

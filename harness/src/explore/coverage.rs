@@ -77,25 +77,12 @@ pub struct Touch {
 pub fn touches(run: &Run) -> Vec<Touch> {
     let mut out = Vec::new();
     for s in &run.steps {
-        // A fault's window carries its step's id (`step-<index>` without one).
-        let id = s.id.clone().unwrap_or_else(|| format!("step-{}", s.index));
-        let is_fault = run
-            .faults
-            .iter()
-            .any(|f| f.id == id && f.action == s.action)
-            || OPERATIONS.contains(&s.action.as_str());
-        if !is_fault || s.outcome != crate::run_model::StepOutcome::Done {
+        let Some(kind) = s.touch.clone() else {
+            continue;
+        };
+        if s.outcome != crate::run_model::StepOutcome::Done {
             continue;
         }
-        let kind = match s.action.as_str() {
-            "add_toxic" => format!("toxic {}", toxic_of(&s.detail)),
-            "partition" => format!(
-                "partition from {}",
-                s.detail.rsplit(' ').next().unwrap_or("?")
-            ),
-            "enable_failpoint" => format!("failpoint {}", failpoint_of(&s.detail)),
-            a => a.to_string(),
-        };
         out.push(Touch {
             kind,
             role: s
@@ -106,42 +93,6 @@ pub fn touches(run: &Run) -> Vec<Touch> {
         });
     }
     out
-}
-
-/// The operations (users' acts) among the actions.
-const OPERATIONS: &[&str] = &[
-    "pause_changefeed",
-    "resume_changefeed",
-    "move_changefeed",
-    "create_changefeed",
-    "remove_changefeed",
-    "add_node",
-    "remove_node",
-];
-
-/// `add_toxic Latency { .. } on <target>'s <link> link (...)` -> `latency on <link>`.
-fn toxic_of(detail: &str) -> String {
-    let ty: String = detail
-        .trim_start_matches("add_toxic ")
-        .chars()
-        .take_while(|c| c.is_alphanumeric())
-        .collect::<String>()
-        .to_lowercase();
-    let link = detail
-        .find(" link")
-        .and_then(|i| detail[..i].rsplit(' ').next())
-        .unwrap_or("?");
-    format!("{ty} on {link}")
-}
-
-/// `enable_failpoint <name>=<value> on <target>` -> the short name.
-fn failpoint_of(detail: &str) -> String {
-    let name = detail
-        .split_whitespace()
-        .nth(1)
-        .and_then(|nv| nv.split('=').next())
-        .unwrap_or("?");
-    name.rsplit('/').next().unwrap_or(name).to_string()
 }
 
 /// Counts per (kind, role, phase) over many runs.
@@ -197,15 +148,29 @@ mod tests {
 
     #[test]
     fn toxics_and_failpoints_name_their_kind() {
+        use crate::scenario::{Link, StepKind, Streams, Target};
+        let toxic = StepKind::AddToxic {
+            target: Target::DispatcherHostOf("cf1".into()),
+            link: Link::Kafka,
+            peer: None,
+            toxic: crate::toxiproxy::ToxicKind::ResetPeer { timeout: 0 },
+            stream: Streams::Both,
+            toxicity: 1.0,
+        };
+        assert_eq!(toxic.touch().as_deref(), Some("toxic reset_peer on kafka"));
+        let fp = StepKind::EnableFailpoint {
+            target: Target::Coordinator,
+            name: "cdc-chaos/DelayCascadeRemove".into(),
+            value: "1*return(4000)".into(),
+        };
+        assert_eq!(fp.touch().as_deref(), Some("failpoint DelayCascadeRemove"));
+        let op = StepKind::AddNode {};
+        assert_eq!(op.touch().as_deref(), Some("add_node"));
+        let heal = StepKind::RemoveToxic { fault: "f1".into() };
         assert_eq!(
-            toxic_of("add_toxic Latency { latency: 500, jitter: 0 } on dispatcher-host-of:cf1's kafka link (Both, toxicity 1)"),
-            "latency on kafka"
-        );
-        assert_eq!(
-            failpoint_of(
-                "enable_failpoint cdc-chaos/DelayCascadeRemove=1*return(4000) on maintainer-of:cf1"
-            ),
-            "DelayCascadeRemove"
+            heal.touch(),
+            None,
+            "a heal is neither a fault nor an operation"
         );
     }
 }

@@ -31,7 +31,11 @@ use crate::scenario::{
 };
 use crate::toxiproxy::ToxicKind;
 
-/// A fault family of the generator (`--faults` names them; `all` is every one).
+/// A fault family of the generator (`--faults` names them; `all` is every
+/// one): what exploration may draw, finer than the nemesis that injects it
+/// (`runner::nemesis::Injector`: the Kafka link and the other links are
+/// two families here, one network nemesis there) and with the users'
+/// operations as a family of their own.
 #[derive(
     Debug,
     Clone,

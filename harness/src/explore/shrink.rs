@@ -717,6 +717,7 @@ action = "stop_workload"
         let text = format!("{head}{steps}");
         use crate::run_model::{Bounds, Run, StepOutcome, StepRecord};
         let step = |index: usize, started_ms: u64, outcome: StepOutcome| StepRecord {
+            touch: None,
             index,
             id: None,
             action: String::new(),

@@ -31,7 +31,7 @@ pub use error::{ScenarioError, ScenarioErrors};
 pub use model::{Cluster, Deadlines, Scenario, Step, Timing, Workload, MAX_NODES};
 pub use parse::parse_str;
 pub use types::{
-    Action, Condition, Dur, Expected, FaultKind, FeedState, KafkaLink, Link, OnTimeout, Profile,
+    Action, Condition, Dur, Expected, FeedState, KafkaLink, LeftOpen, Link, OnTimeout, Profile,
     StepKind, Streams, Target, ACTIONS, TARGET_FORMS,
 };
 
@@ -66,6 +66,7 @@ mod tests {
 
     fn result(checker: &str, verdict: Verdict) -> CheckResult {
         CheckResult {
+            class: None,
             checker: checker.into(),
             verdict,
             summary: String::new(),

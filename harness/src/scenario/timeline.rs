@@ -17,7 +17,7 @@ use super::error::{hint_for, Errors, ScenarioError, Source};
 use super::header::is_slug;
 use super::model::Step;
 use super::spans;
-use super::types::{Action, Condition, Dur, FaultKind, Link, OnTimeout, StepKind, Target, ACTIONS};
+use super::types::{Action, Condition, Dur, LeftOpen, Link, OnTimeout, StepKind, Target, ACTIONS};
 
 /// What the steps are checked against, from the header.
 pub(crate) struct Context<'a> {
@@ -268,7 +268,7 @@ fn targets_by_key(kind: &StepKind) -> Vec<(&'static str, &Target)> {
 
 /// What the timeline knows about one fault while walking the steps.
 struct FaultState {
-    kind: FaultKind,
+    kind: LeftOpen,
     line: usize,
     healed_at: Option<usize>,
 }

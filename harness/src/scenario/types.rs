@@ -220,7 +220,7 @@ impl Link {
             Link::Kafka => "kafka",
             Link::Etcd => "etcd",
             Link::Upstream => "upstream",
-            Link::Peers => "msg",
+            Link::Peers => crate::cluster::PEERS_PROXY_PREFIX,
         };
         format!("{prefix}-{}", slot.name())
     }
@@ -590,9 +590,14 @@ impl fmt::Display for StepKind {
 /// The `action` names, in schema order (the declaration order of [`StepKind`]).
 pub const ACTIONS: &[&str] = <Action as strum::VariantNames>::VARIANTS;
 
-/// The kind of fault a step injects, for matching heal steps.
+/// What a fault step leaves open until a heal step closes it, for matching
+/// heal steps to faults (validation). One of the harness's four fault
+/// vocabularies, each for its own question: this one asks "what heals it";
+/// `runner::nemesis::Injector` "which nemesis injects it";
+/// `explore::generate::Family` "what may exploration draw" (`--faults`);
+/// `cdc_system::sim::swarm::PlanFault` "what does the simulator model".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
+pub enum LeftOpen {
     Toxic,
     Partition,
     Kill,
@@ -600,25 +605,25 @@ pub enum FaultKind {
     Failpoint,
 }
 
-impl FaultKind {
+impl LeftOpen {
     pub fn name(self) -> &'static str {
         match self {
-            FaultKind::Toxic => "a toxic (add_toxic, add_kafka_toxic)",
-            FaultKind::Partition => "a partition",
-            FaultKind::Kill => "a killed node (kill_node without down_for)",
-            FaultKind::Pause => "a paused node",
-            FaultKind::Failpoint => "a failpoint",
+            LeftOpen::Toxic => "a toxic (add_toxic, add_kafka_toxic)",
+            LeftOpen::Partition => "a partition",
+            LeftOpen::Kill => "a killed node (kill_node without down_for)",
+            LeftOpen::Pause => "a paused node",
+            LeftOpen::Failpoint => "a failpoint",
         }
     }
 
     /// The specific step that heals this kind.
     pub fn healer(self) -> &'static str {
         match self {
-            FaultKind::Toxic => "remove_toxic",
-            FaultKind::Partition => "heal",
-            FaultKind::Kill => "start_node",
-            FaultKind::Pause => "unpause_node",
-            FaultKind::Failpoint => "disable_failpoint",
+            LeftOpen::Toxic => "remove_toxic",
+            LeftOpen::Partition => "heal",
+            LeftOpen::Kill => "start_node",
+            LeftOpen::Pause => "unpause_node",
+            LeftOpen::Failpoint => "disable_failpoint",
         }
     }
 }
@@ -661,13 +666,13 @@ impl StepKind {
     }
 
     /// The fault this step leaves open until healed, if any.
-    pub fn opens_fault(&self) -> Option<FaultKind> {
+    pub fn opens_fault(&self) -> Option<LeftOpen> {
         match self {
-            StepKind::AddToxic { .. } | StepKind::AddKafkaToxic { .. } => Some(FaultKind::Toxic),
-            StepKind::Partition { .. } => Some(FaultKind::Partition),
-            StepKind::KillNode { down_for: None, .. } => Some(FaultKind::Kill),
-            StepKind::PauseNode { .. } => Some(FaultKind::Pause),
-            StepKind::EnableFailpoint { .. } => Some(FaultKind::Failpoint),
+            StepKind::AddToxic { .. } | StepKind::AddKafkaToxic { .. } => Some(LeftOpen::Toxic),
+            StepKind::Partition { .. } => Some(LeftOpen::Partition),
+            StepKind::KillNode { down_for: None, .. } => Some(LeftOpen::Kill),
+            StepKind::PauseNode { .. } => Some(LeftOpen::Pause),
+            StepKind::EnableFailpoint { .. } => Some(LeftOpen::Failpoint),
             _ => None,
         }
     }
@@ -685,13 +690,35 @@ impl StepKind {
             )
     }
 
+    /// What exploration's coverage counts this step as (`toxic timeout on
+    /// kafka`, `partition from etcd`, `failpoint DelayCascadeRemove`, else
+    /// the action), for a fault or an operation; `None` for the rest.
+    pub fn touch(&self) -> Option<String> {
+        if !(self.is_fault() || self.is_operation()) {
+            return None;
+        }
+        Some(match self {
+            StepKind::AddToxic { toxic, link, .. } => {
+                format!("toxic {} on {link}", toxic.type_name())
+            }
+            StepKind::AddKafkaToxic { toxic, link, .. } => {
+                format!("kafka toxic {} on {link}", toxic.type_name())
+            }
+            StepKind::Partition { from, .. } => format!("partition from {from}"),
+            StepKind::EnableFailpoint { name, .. } => {
+                format!("failpoint {}", name.rsplit('/').next().unwrap_or(name))
+            }
+            other => other.action().to_string(),
+        })
+    }
+
     /// The fault id a heal step names, and the kind it requires (`None` = any).
-    pub fn heals(&self) -> Option<(&str, Option<FaultKind>)> {
+    pub fn heals(&self) -> Option<(&str, Option<LeftOpen>)> {
         match self {
-            StepKind::RemoveToxic { fault } => Some((fault, Some(FaultKind::Toxic))),
-            StepKind::StartNode { fault } => Some((fault, Some(FaultKind::Kill))),
-            StepKind::UnpauseNode { fault } => Some((fault, Some(FaultKind::Pause))),
-            StepKind::DisableFailpoint { fault } => Some((fault, Some(FaultKind::Failpoint))),
+            StepKind::RemoveToxic { fault } => Some((fault, Some(LeftOpen::Toxic))),
+            StepKind::StartNode { fault } => Some((fault, Some(LeftOpen::Kill))),
+            StepKind::UnpauseNode { fault } => Some((fault, Some(LeftOpen::Pause))),
+            StepKind::DisableFailpoint { fault } => Some((fault, Some(LeftOpen::Failpoint))),
             StepKind::Heal { fault } => Some((fault, None)),
             _ => None,
         }

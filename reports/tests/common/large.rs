@@ -89,6 +89,7 @@ pub fn run() -> Run {
         ];
         let id = format!("fault-{k}");
         run.steps.push(StepRecord {
+            touch: None,
             index: 2 * k,
             id: Some(id.clone()),
             action: action.into(),
@@ -100,6 +101,7 @@ pub fn run() -> Run {
             effects: effects.clone(),
         });
         run.steps.push(StepRecord {
+            touch: None,
             index: 2 * k + 1,
             id: None,
             action: "wait".into(),
@@ -201,6 +203,7 @@ pub fn run() -> Run {
 
     // Two failing checkers with evidence through the run.
     run.checks.push(CheckResult {
+        class: None,
         checker: "recovers".into(),
         verdict: Verdict::Fail,
         summary: "cf2 stayed warning".into(),
@@ -212,6 +215,7 @@ pub fn run() -> Run {
             .collect(),
     });
     run.checks.push(CheckResult {
+        class: None,
         checker: "no-broken-maintainer".into(),
         verdict: Verdict::Fail,
         summary: "removal-only maintainers".into(),
@@ -229,6 +233,7 @@ pub fn run() -> Run {
         "faults-bit",
     ] {
         run.checks.push(CheckResult {
+            class: None,
             checker: name.into(),
             verdict: Verdict::Pass,
             summary: "ok".into(),

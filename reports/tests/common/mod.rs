@@ -128,6 +128,7 @@ pub fn data_loss() -> Run {
         .find(|c| c.checker == "no-data-loss")
         .expect("the fixture has a no-data-loss result");
     *check = CheckResult {
+        class: None,
         checker: "no-data-loss".into(),
         verdict: Verdict::Fail,
         summary: "2 change(s) at or below the final checkpoint are not in Kafka".into(),

@@ -22,12 +22,16 @@ use crate::failpoint::Failpoint;
 use crate::messages::MessageKind;
 use crate::profile::Profile;
 
-/// The fault kinds a plan draws from.
+/// The faults a simulator plan draws from: messages held, copied or dropped
+/// on one route, crashes and pauses of simulated nodes, and the operations.
+/// The simulator's own vocabulary (it has no links or Toxiproxy); the
+/// container tier's steps are the harness's `scenario::StepKind`, and
+/// `harness::swarm::export` maps one to the other.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum FaultKind {
+pub enum PlanFault {
     /// Hold matching messages, then deliver them late (delay and reorder).
     Hold,
     /// Deliver matching messages and a late copy of each.
@@ -189,7 +193,7 @@ pub struct Plan {
     pub tables: Vec<String>,
     pub timing: Timing,
     /// The fault kinds this seed enables (swarm testing).
-    pub kinds: Vec<FaultKind>,
+    pub kinds: Vec<PlanFault>,
     pub events: Vec<Event>,
     /// Every fault is healed here; then the quiet phase until `end_ms`.
     pub heal_ms: u64,
@@ -231,7 +235,7 @@ impl Plan {
             backoff_max_ms: backoff_initial_ms * rng.random_range(2..=5),
             latency_ms: rng.random_range(1..=20),
         };
-        let kinds: Vec<FaultKind> = FaultKind::iter().filter(|_| rng.random_bool(0.5)).collect();
+        let kinds: Vec<PlanFault> = PlanFault::iter().filter(|_| rng.random_bool(0.5)).collect();
         let tables: Vec<String> = (1..=rng.random_range(0..=4))
             .map(|i| format!("db.t{i}"))
             .collect();
@@ -312,7 +316,7 @@ impl Plan {
     }
 }
 
-fn draw(rng: &mut StdRng, kind: FaultKind, nodes: &[String], cfs: &[String], t: &Timing) -> Action {
+fn draw(rng: &mut StdRng, kind: PlanFault, nodes: &[String], cfs: &[String], t: &Timing) -> Action {
     let pick = |rng: &mut StdRng| nodes.choose(rng).expect("nodes").clone();
     let msg = |rng: &mut StdRng| {
         let kinds: Vec<MessageKind> = MessageKind::iter().collect();
@@ -324,51 +328,51 @@ fn draw(rng: &mut StdRng, kind: FaultKind, nodes: &[String], cfs: &[String], t: 
             .then(|| nodes.choose(rng).expect("nodes").clone())
     };
     match kind {
-        FaultKind::Hold => Action::Hold {
+        PlanFault::Hold => Action::Hold {
             kind: msg(rng),
             to: to(rng),
             count: rng.random_range(1..=3),
             for_ms: rng.random_range(1..=100) * 100,
         },
-        FaultKind::Duplicate => Action::Duplicate {
+        PlanFault::Duplicate => Action::Duplicate {
             kind: msg(rng),
             to: to(rng),
             count: rng.random_range(1..=3),
             after_ms: rng.random_range(1..=100) * 100,
         },
-        FaultKind::Drop => Action::Drop {
+        PlanFault::Drop => Action::Drop {
             kind: msg(rng),
             to: to(rng),
             count: rng.random_range(1..=3),
         },
-        FaultKind::Crash => Action::Crash {
+        PlanFault::Crash => Action::Crash {
             node: pick(rng),
             down_ms: rng.random_range(1..=20) * 500,
         },
-        FaultKind::Restart => Action::Restart { node: pick(rng) },
-        FaultKind::Pause => Action::Pause {
+        PlanFault::Restart => Action::Restart { node: pick(rng) },
+        PlanFault::Pause => Action::Pause {
             node: pick(rng),
             // Below the lease: a longer pause is a session expiry (Restart).
             for_ms: rng.random_range(1..=(t.ttl_ms / 200).max(1)) * 100,
         },
-        FaultKind::Resign => Action::Resign,
-        FaultKind::SinkError => Action::SinkError {
+        PlanFault::Resign => Action::Resign,
+        PlanFault::SinkError => Action::SinkError {
             node: pick(rng),
             changefeed: cfs.choose(rng).expect("changefeeds").clone(),
         },
-        FaultKind::Move => Action::Move {
+        PlanFault::Move => Action::Move {
             changefeed: cfs.choose(rng).expect("changefeeds").clone(),
             to: pick(rng),
         },
-        FaultKind::PauseFeed => Action::PauseFeed {
+        PlanFault::PauseFeed => Action::PauseFeed {
             changefeed: cfs.choose(rng).expect("changefeeds").clone(),
             for_ms: rng.random_range(1..=100) * 100,
         },
-        FaultKind::Recreate => Action::Recreate {
+        PlanFault::Recreate => Action::Recreate {
             changefeed: cfs.choose(rng).expect("changefeeds").clone(),
             after_ms: rng.random_range(1..=100) * 100,
         },
-        FaultKind::Failpoint => {
+        PlanFault::Failpoint => {
             let (p, term) = *SIM_FAILPOINTS.choose(rng).expect("failpoints");
             Action::Failpoint {
                 node: pick(rng),

@@ -31,9 +31,13 @@ use super::world::World;
 use crate::run_model::Effect;
 use crate::scenario::StepKind;
 
-/// The fault families, for dispatch.
+/// Which nemesis injects and heals a step's fault: one per fault family
+/// (network, process, coordinator, Kafka, failpoint), the way Jepsen keeps a
+/// nemesis per family. Coarser than the generator's `explore::generate::Family`
+/// (which splits links and adds operations) and than what heals a fault
+/// (`scenario::LeftOpen`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub enum Injector {
     Network,
     Process,
     Coordinator,
@@ -41,49 +45,49 @@ pub enum Family {
     Failpoint,
 }
 
-impl Family {
+impl Injector {
     /// The family that injects `kind`, if it is a fault.
-    pub fn of_step(kind: &StepKind) -> Option<Family> {
+    pub fn of_step(kind: &StepKind) -> Option<Injector> {
         Some(match kind {
             StepKind::AddToxic { .. }
             | StepKind::AddKafkaToxic { .. }
-            | StepKind::Partition { .. } => Family::Network,
+            | StepKind::Partition { .. } => Injector::Network,
             StepKind::RestartNode { .. }
             | StepKind::KillNode { .. }
-            | StepKind::PauseNode { .. } => Family::Process,
-            StepKind::ResignCoordinator {} => Family::Coordinator,
-            StepKind::RestartKafka { .. } => Family::Kafka,
-            StepKind::EnableFailpoint { .. } => Family::Failpoint,
+            | StepKind::PauseNode { .. } => Injector::Process,
+            StepKind::ResignCoordinator {} => Injector::Coordinator,
+            StepKind::RestartKafka { .. } => Injector::Kafka,
+            StepKind::EnableFailpoint { .. } => Injector::Failpoint,
             _ => return None,
         })
     }
 
-    pub fn of_open(f: &OpenFault) -> Family {
+    pub fn of_open(f: &OpenFault) -> Injector {
         match f {
-            OpenFault::Toxic { .. } | OpenFault::Partition { .. } => Family::Network,
-            OpenFault::Kill { .. } | OpenFault::Pause { .. } => Family::Process,
-            OpenFault::KafkaDown => Family::Kafka,
-            OpenFault::Failpoint { .. } => Family::Failpoint,
+            OpenFault::Toxic { .. } | OpenFault::Partition { .. } => Injector::Network,
+            OpenFault::Kill { .. } | OpenFault::Pause { .. } => Injector::Process,
+            OpenFault::KafkaDown => Injector::Kafka,
+            OpenFault::Failpoint { .. } => Injector::Failpoint,
         }
     }
 
     pub async fn inject(self, w: &World, f: &Fault<'_>) -> Result<Injected> {
         match self {
-            Family::Network => network::Network.inject(w, f).await,
-            Family::Process => process::Process.inject(w, f).await,
-            Family::Coordinator => coordinator::Resign.inject(w, f).await,
-            Family::Kafka => kafka::Broker.inject(w, f).await,
-            Family::Failpoint => failpoint::Failpoints.inject(w, f).await,
+            Injector::Network => network::Network.inject(w, f).await,
+            Injector::Process => process::Process.inject(w, f).await,
+            Injector::Coordinator => coordinator::Resign.inject(w, f).await,
+            Injector::Kafka => kafka::Broker.inject(w, f).await,
+            Injector::Failpoint => failpoint::Failpoints.inject(w, f).await,
         }
     }
 
     pub async fn heal(self, w: &World, open: &OpenFault) -> Result<Vec<Effect>> {
         match self {
-            Family::Network => network::Network.heal(w, open).await,
-            Family::Process => process::Process.heal(w, open).await,
-            Family::Coordinator => coordinator::Resign.heal(w, open).await,
-            Family::Kafka => kafka::Broker.heal(w, open).await,
-            Family::Failpoint => failpoint::Failpoints.heal(w, open).await,
+            Injector::Network => network::Network.heal(w, open).await,
+            Injector::Process => process::Process.heal(w, open).await,
+            Injector::Coordinator => coordinator::Resign.heal(w, open).await,
+            Injector::Kafka => kafka::Broker.heal(w, open).await,
+            Injector::Failpoint => failpoint::Failpoints.heal(w, open).await,
         }
     }
 }
