@@ -66,8 +66,9 @@ chaos: setup
 	@echo "==> smoke scenario (producer through Toxiproxy, timeout toxic, recovery)"
 	@./target/debug/chaos smoke --report-dir $(REPORT_DIR)
 	@echo "==> scenario catalog: chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) $(CHAOS_RUN_FLAGS) (each scenario x profile on fresh containers, several at once)"
-	@./target/debug/chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir $(REPORT_DIR)
-	@echo "==> report: $(REPORT_DIR)/report.html, JUnit: $(REPORT_DIR)/junit.xml"
+	@./target/debug/chaos run $(if $(SCENARIOS),$(SCENARIOS),--all) $(if $(PROFILE),--profile $(PROFILE)) --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir $(REPORT_DIR); \
+	  rc=$$?; echo "==> report: $(REPORT_DIR)/report.html, JUnit: $(REPORT_DIR)/junit.xml; the measurements entry (make bench-catalog writes it):"; \
+	  ./target/debug/chaos measured $(REPORT_DIR)/summary.json; exit $$rc
 
 ## bench: data-plane throughput vs a raw rdkafka producer, checkpoint lag (real Kafka), message-center throughput, report rendering (release build).
 bench: setup
@@ -87,7 +88,8 @@ bench-catalog: setup
 	@./target/debug/chaos reap
 	@echo "==> chaos run --all $(CHAOS_RUN_FLAGS) --report-dir reports/out/bench-catalog"
 	@./target/debug/chaos run --all --seed $(SEED) $(CHAOS_RUN_FLAGS) --report-dir reports/out/bench-catalog --summary reports/out/bench-catalog.json; \
-	  rc=$$?; echo "==> per-run figures: reports/out/bench-catalog.json (exit $$rc)"; exit $$rc
+	  rc=$$?; echo "==> per-run figures: reports/out/bench-catalog.json (exit $$rc)"; \
+	  ./target/debug/chaos measured reports/out/bench-catalog.json --write docs/measurements.md; exit $$rc
 
 ## sim: the swarm simulation as a benchmark (no Docker): SIM_SEEDS seeds per profile on every
 ## core (release build); prints runs/min, events/s and the findings, shrunk plans in reports/out/sim.
@@ -183,7 +185,8 @@ mutants: setup
 	@bash scripts/build-system-image.sh target/mutants/debug system-mutants
 	@./target/mutants/release/chaos reap
 	@echo "==> chaos mutants -j $(MUTANT_JOBS) --trials $(MUTANT_TRIALS) $(if $(MUTANT_ALL_TRIALS),--all-trials )--sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))"
-	@./target/mutants/release/chaos mutants -j $(MUTANT_JOBS) --trials $(MUTANT_TRIALS) $(if $(MUTANT_ALL_TRIALS),--all-trials )--sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m))
+	@./target/mutants/release/chaos mutants -j $(MUTANT_JOBS) --trials $(MUTANT_TRIALS) $(if $(MUTANT_ALL_TRIALS),--all-trials )--sim-seeds $(MUTANT_SIM_SEEDS) $(foreach m,$(MUTANTS),--mutant $(m)); \
+	  rc=$$?; [ -n "$(MUTANTS)" ] || ./target/mutants/release/chaos measured reports/out/mutants/matrix.json --write docs/measurements.md; exit $$rc
 
 ## explore-nightly: SHARD=k/N: shard k of the night's exploration under hardened: of the run
 ## indices 0..EXPLORE_RUNS (default 80) of one exploration whose seed is the night's date

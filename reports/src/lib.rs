@@ -16,6 +16,7 @@ pub mod junit;
 pub mod logs;
 pub mod manifest;
 pub mod matrix;
+pub mod measurements;
 pub mod merge;
 pub mod run_model;
 pub mod summary;

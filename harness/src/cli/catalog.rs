@@ -237,3 +237,32 @@ pub fn report(inputs: &[PathBuf], history: &[PathBuf], out: &Path) -> ExitCode {
         }
     }
 }
+
+/// `chaos measured`: the dated measurements entry of a summary.json or a
+/// matrix.json, printed, and with `write` added to that file.
+pub fn measured(file: &Path, write: Option<&Path>) -> ExitCode {
+    use reports::measurements;
+    let date = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let (heading, entry) = match measurements::entry_of_file(file, &date) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("{heading}\n\n{entry}");
+    if let Some(doc) = write {
+        let done = std::fs::read_to_string(doc)
+            .map_err(anyhow::Error::from)
+            .and_then(|text| measurements::insert(&text, heading, &entry))
+            .and_then(|text| std::fs::write(doc, text).map_err(anyhow::Error::from));
+        match done {
+            Ok(()) => println!("==> added to {}", doc.display()),
+            Err(e) => {
+                eprintln!("error: {}: {e:#}", doc.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -266,6 +266,16 @@ pub enum Cmd {
         #[arg(long, default_value = "reports/out")]
         out: PathBuf,
     },
+    /// Print the dated docs/measurements.md entry of a measured file (a
+    /// `chaos run` summary.json or a `chaos mutants` matrix.json); with
+    /// --write, add it as the newest entry under its command's heading.
+    Measured {
+        /// The summary.json or matrix.json.
+        file: PathBuf,
+        /// The measurements file to add the entry to.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
 }
 
 /// Exit code of `validate`/`list` when a scenario file is invalid.

@@ -78,6 +78,7 @@ async fn real_main(cmd: Cmd) -> Result<()> {
         | Cmd::Explore { .. }
         | Cmd::Shrink { .. }
         | Cmd::Mutants { .. }
+        | Cmd::Measured { .. }
         | Cmd::Sim { .. } => {
             unreachable!("handled without a runtime")
         }
@@ -224,6 +225,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Cmd::Validate { files } => return catalog::validate(files),
         Cmd::Check { run_json } => return catalog::check(run_json),
         Cmd::Report { runs, history, out } => return catalog::report(runs, history, out),
+        Cmd::Measured { file, write } => return catalog::measured(file, write.as_deref()),
         Cmd::Sim {
             profile,
             seeds,
