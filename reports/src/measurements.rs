@@ -38,7 +38,12 @@ pub fn catalog_entry(s: &Summary, date: &str) -> String {
     let reproduced = s
         .runs
         .iter()
-        .filter(|r| r.met && r.expected.as_deref() == Some("FAIL"))
+        .filter(|r| {
+            r.met
+                && r.expected
+                    .as_deref()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("fail"))
+        })
         .count();
     let mut e = format!(
         "- {date}: {}/{} runs met their expected verdict ({reproduced} expected failures reproduced) in {} wall ({} of runs, {} at a time, mode {}, seed {})",
@@ -121,7 +126,7 @@ pub fn entry_of_file(path: &std::path::Path, date: &str) -> Result<(&'static str
         return Ok((MUTANTS_HEADING, mutants_entry(&m, date)));
     }
     bail!(
-        "{}: neither a `chaos run` summary.json nor a `chaos mutants` matrix.json",
+        "{}: neither a `chaos run` summary.json nor a `chaos mutants` matrix.json; give the file `chaos run --summary` wrote (default `<report-dir>/summary.json`) or `reports/out/mutants/matrix.json`",
         path.display()
     )
 }
@@ -164,7 +169,7 @@ mod tests {
     fn a_catalog_entry_says_met_reproduced_and_what_was_not_met() {
         let s = summary(vec![
             run("PASS", "PASS", true),
-            run("FAIL", "FAIL", true),
+            run("fail", "FAIL", true),
             run("PASS", "FAIL", false),
         ]);
         let e = catalog_entry(&s, "2026-12-07");
