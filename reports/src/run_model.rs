@@ -35,6 +35,9 @@ pub struct Run {
     pub samples: Vec<Sample>,
     /// One window per injected fault (one-shot faults have `healed_ms == injected_ms`).
     pub faults: Vec<FaultWindow>,
+    /// Every user's operation the harness sent, with the system's answer.
+    #[serde(default)]
+    pub operations: Vec<OperationRecord>,
     /// The upstream workload as it ran.
     #[serde(default)]
     pub workload: Option<WorkloadRecord>,
@@ -359,6 +362,62 @@ pub struct ChangefeedObs {
     pub error: Option<String>,
 }
 
+/// A user's operation on a changefeed through the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    Create,
+    Remove,
+    Pause,
+    Resume,
+    Move,
+}
+
+impl std::fmt::Display for OperationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OperationKind::Create => "create",
+            OperationKind::Remove => "remove",
+            OperationKind::Pause => "pause",
+            OperationKind::Resume => "resume",
+            OperationKind::Move => "move",
+        })
+    }
+}
+
+/// What the system answered an operation (the last answer the harness got).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum OperationAnswer {
+    /// A 2xx: the system said it took the operation.
+    Acknowledged,
+    /// Nothing to do (a move to where the maintainer already runs).
+    NoOp { message: String },
+    /// A 4xx: the system refused it; a refused operation changes nothing.
+    Refused { status: u16, message: String },
+    /// "Retry later" (a 503) on every try until the harness gave up.
+    Declined { message: String },
+    /// No node answered (connection errors, timeouts) until the harness gave up.
+    Unanswered { message: String },
+}
+
+/// One operation as the harness sent it and the system answered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// The timeline step that sent it.
+    pub step: usize,
+    pub op: OperationKind,
+    pub changefeed: String,
+    /// A move's destination node ID.
+    #[serde(default)]
+    pub target: Option<String>,
+    pub sent_ms: u64,
+    pub answered_ms: u64,
+    pub tries: u32,
+    #[serde(flatten)]
+    pub answer: OperationAnswer,
+}
+
 /// When a fault held, and what it was seen to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultWindow {
@@ -622,6 +681,7 @@ impl Run {
             steps: Vec::new(),
             samples: Vec::new(),
             faults: Vec::new(),
+            operations: Vec::new(),
             workload: None,
             data: None,
             checks: Vec::new(),

@@ -89,6 +89,10 @@ pub enum Mutant {
         message = "checkpoint | the coordinator reports a checkpoint ahead of its maintainers' | no-data-loss"
     )]
     CheckpointAhead,
+    #[strum(
+        message = "node | an operation is answered as soon as the coordinator takes it, before its change is in etcd: a coordinator switch then loses an acknowledged removal or pause | operations"
+    )]
+    AnswerBeforePersisting,
     #[strum(message = "harness checker | the verifier does not check per-key order | unit-tier")]
     VerifierIgnoresOrder,
     #[strum(
@@ -163,6 +167,7 @@ mod tests {
                     "no-data-loss",
                     "checkpoint-monotonic",
                     "single-coordinator",
+                    "operations",
                     "unit-tier"
                 ]
                 .contains(&i.checker),

@@ -11,6 +11,7 @@ pub mod faults_bit;
 mod finding;
 pub mod no_broken_maintainer;
 pub mod no_data_loss;
+pub mod operations;
 pub mod recovers;
 pub mod single_coordinator;
 pub mod workload_floor;
@@ -73,6 +74,11 @@ pub const ALL: &[CheckerDef] = &[
         name: single_coordinator::NAME,
         check: single_coordinator::check,
         settles: Settles::Always,
+    },
+    CheckerDef {
+        name: operations::NAME,
+        check: operations::check,
+        settles: Settles::AtTheEnd,
     },
     CheckerDef {
         name: faults_bit::NAME,

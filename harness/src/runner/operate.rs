@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 
 use super::{deadline, operation, provision, Runner, StepDone};
-use crate::run_model::{ResolvedTarget, StepOutcome};
+use crate::run_model::{OperationAnswer, OperationRecord, ResolvedTarget, StepOutcome};
 use crate::scenario::{StepKind, Target};
 use crate::slot::Slot;
 
@@ -169,20 +169,46 @@ impl Runner<'_> {
         checkpoint
     }
 
-    /// Carries out a user's operation (see [`operation`]).
+    /// Carries out a user's operation (see [`operation`]) and records the
+    /// request and its answer in `run.json`. An acknowledgement is done; a
+    /// refusal or a "retry later" until the timeout kept the step from being
+    /// exercised (the *operations* checker judges whether the refusal
+    /// contradicts an earlier acknowledgement); no answer at all is the
+    /// harness's failure to carry out the step.
     async fn operate(
         &mut self,
         req: operation::Request,
         target: Option<ResolvedTarget>,
     ) -> Result<StepDone> {
+        let sent_ms = self.w.clock.now_ms();
         let taken = operation::perform(&self.w, &req).await?;
+        let (op, changefeed, to) = req.describe();
+        self.run.operations.push(OperationRecord {
+            step: self.run.steps.len(),
+            op,
+            changefeed,
+            target: to,
+            sent_ms,
+            answered_ms: self.w.clock.now_ms(),
+            tries: taken.tries,
+            answer: taken.answer.clone(),
+        });
         if taken.tries > 1 {
-            self.say(format_args!("  taken after {} tries", taken.tries));
+            self.say(format_args!("  answered after {} tries", taken.tries));
         }
-        if let Some(why) = &taken.no_op {
-            self.say(format_args!("  nothing to do: {why}"));
-        }
-        if let Some(message) = taken.refused {
+        let message = match taken.answer {
+            OperationAnswer::Acknowledged => None,
+            OperationAnswer::NoOp { message } => {
+                self.say(format_args!("  nothing to do: {message}"));
+                None
+            }
+            OperationAnswer::Refused { status, message } => {
+                Some(format!("refused by the system ({status}): {message}"))
+            }
+            OperationAnswer::Declined { message } => Some(message),
+            OperationAnswer::Unanswered { message } => return Err(anyhow!(message)),
+        };
+        if let Some(message) = message {
             self.say(format_args!("  declined by the system: {message}"));
             return Ok(StepDone {
                 outcome: StepOutcome::NotExercised { message },

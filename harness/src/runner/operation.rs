@@ -2,18 +2,21 @@
 //! (pause, resume, move, create and remove a changefeed). They are not
 //! faults: nothing heals them and no effect must show. A request goes to the
 //! coordinator's node first, then to the others (every node forwards
-//! changefeed requests to the coordinator). A refusal (4xx) fails the step at
+//! changefeed requests to the coordinator). A refusal (4xx) is the answer at
 //! once; no answer or a 5xx (no coordinator, an operator in flight, a
-//! removal under way) is tried again every 500 ms for at most
-//! [`Request::timeout`], as a user's script would. A move to the node where
-//! the maintainer already runs has nothing to do: it is done.
+//! removal under way, a term that ended before the change was persisted) is
+//! tried again every 500 ms for at most [`Request::timeout`], as a user's
+//! script would. A move to the node where the maintainer already runs has
+//! nothing to do: it is done. Every answer is recorded in `run.json`
+//! (`Run::operations`), where the *operations* checker judges it.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use cdc_system::api::{ApiError, CreateChangefeed, MoveRequest};
 
 use super::world::World;
+use crate::run_model::{OperationAnswer, OperationKind};
 use crate::slot::Slot;
 
 /// How long an operation is retried while the cluster cannot take it.
@@ -35,6 +38,17 @@ pub enum Request {
 }
 
 impl Request {
+    /// What the operation is, on which changefeed, and a move's destination.
+    pub fn describe(&self) -> (OperationKind, String, Option<String>) {
+        match self {
+            Request::Pause(cf) => (OperationKind::Pause, cf.clone(), None),
+            Request::Resume(cf) => (OperationKind::Resume, cf.clone(), None),
+            Request::Move(cf, to) => (OperationKind::Move, cf.clone(), Some(to.clone())),
+            Request::Create(body) => (OperationKind::Create, body.changefeed_id.clone(), None),
+            Request::Remove(cf) => (OperationKind::Remove, cf.clone(), None),
+        }
+    }
+
     fn path(&self) -> String {
         match self {
             Request::Pause(cf) => format!("/api/v2/changefeeds/{cf}/pause"),
@@ -64,18 +78,14 @@ impl Request {
     }
 }
 
-/// How a request was taken.
+/// How a request was answered.
 #[derive(Debug)]
 pub struct Taken {
     pub tries: u32,
-    /// Set when the request had nothing to do (why).
-    pub no_op: Option<String>,
-    /// Set when every node answered "retry later" (a 5xx with an error
-    /// body) until the timeout: the system declined it (the last answer).
-    pub refused: Option<String>,
+    pub answer: OperationAnswer,
 }
 
-/// Sends `req` until a node takes it.
+/// Sends `req` until a node takes or refuses it, or the timeout passes.
 pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
     let started = Instant::now();
     let mut tries = 0;
@@ -93,8 +103,7 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
                 Ok(resp) if resp.status().is_success() => {
                     return Ok(Taken {
                         tries,
-                        no_op: None,
-                        refused: None,
+                        answer: OperationAnswer::Acknowledged,
                     })
                 }
                 Ok(resp) => {
@@ -106,12 +115,17 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
                     if matches!(req, Request::Move(..)) && why.contains("already runs on") {
                         return Ok(Taken {
                             tries,
-                            no_op: Some(why),
-                            refused: None,
+                            answer: OperationAnswer::NoOp { message: why },
                         });
                     }
                     if status.is_client_error() {
-                        bail!("{req:?} refused by node {slot}: {status} {why}");
+                        return Ok(Taken {
+                            tries,
+                            answer: OperationAnswer::Refused {
+                                status: status.as_u16(),
+                                message: format!("node {slot}: {why}"),
+                            },
+                        });
                     }
                     declined = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
                         && why.contains("retry later");
@@ -119,21 +133,19 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
                 }
             }
         }
-        if started.elapsed() >= req.timeout() && declined {
-            return Ok(Taken {
-                tries,
-                no_op: None,
-                refused: Some(format!(
-                    "{req:?} declined for {} s ({tries} tries); last: {last}",
-                    req.timeout().as_secs()
-                )),
-            });
-        }
         if started.elapsed() >= req.timeout() {
-            bail!(
-                "{req:?} not taken within {} s ({tries} tries); last: {last}",
+            let message = format!(
+                "{} {} not taken within {} s ({tries} tries); last: {last}",
+                req.describe().0,
+                req.describe().1,
                 req.timeout().as_secs()
             );
+            let answer = if declined {
+                OperationAnswer::Declined { message }
+            } else {
+                OperationAnswer::Unanswered { message }
+            };
+            return Ok(Taken { tries, answer });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

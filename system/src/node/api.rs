@@ -16,6 +16,11 @@
 //! | `GET /debug/failpoints`, `POST`/`DELETE /debug/failpoints/{name}` | failpoints: list with hits, set (body: a term), remove (with `--enable-failpoints` only) |
 //! | `GET /metrics` | Prometheus text |
 //!
+//! A create, remove, pause or resume is answered 2xx only once its change
+//! is persisted in etcd under the coordinator's term; a refusal (4xx)
+//! changed nothing; a 503 "retry later" or no answer means the outcome is
+//! unknown and the request may be retried (docs/control-plane.md §3.7).
+//!
 //! Bodies are the types of [`crate::api`]. Changefeed requests to a node
 //! that is not the coordinator are forwarded to the coordinator. Errors are
 //! [`ApiError`] with a 4xx/5xx. A create is checked against the upstream on

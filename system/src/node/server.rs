@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, Txn, TxnOp, WatchOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::backend::RealBackend;
@@ -146,6 +146,8 @@ enum Event {
     Envelope(Envelope),
     Tick,
     Membership,
+    /// The persister wrote a snapshot (operations may be answered).
+    Persisted,
     Election(ElectionEvent),
     Command(Command),
     SessionLost(bool),
@@ -297,38 +299,86 @@ fn cap_to_persisted(views: &mut [ChangefeedView], held: &BTreeMap<String, u64>) 
     }
 }
 
-/// Writes the coordinator's changefeeds to etcd as they change: `Some((term,
-/// feeds))` while this node is coordinator. A new term writes every feed once.
+/// What the coordinator wants in etcd: its term (the owner key's revision),
+/// the snapshot's sequence number and the changefeeds; `None` out of office.
+type Want = Option<(u64, u64, Vec<PersistedFeed>)>;
+
+/// What the persister has done: the newest snapshot of `term` wholly in
+/// etcd (`seq`), or that a write found the term over (`term_over`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Written {
+    term: u64,
+    seq: u64,
+    term_over: bool,
+}
+
+/// How long a failed etcd write waits before the persister tries again.
+const PERSIST_RETRY: Duration = Duration::from_millis(200);
+
+/// Writes the coordinator's changefeeds to etcd as they change, each write
+/// under the coordinator's term (a transaction on the owner key's revision,
+/// as TiCDC's owner writes guard on its election key): a coordinator whose
+/// term ended writes nothing. A new term writes every feed once. A failed
+/// write is tried again; `done` says which snapshot is in etcd, which is
+/// what an operation's answer waits for.
 fn spawn_persister(
     mut etcd: Client,
     root: String,
-    mut want: watch::Receiver<Option<(u64, Vec<PersistedFeed>)>>,
+    mut want: watch::Receiver<Want>,
     held: PersistedCheckpoints,
+    done: watch::Sender<Written>,
 ) {
     tokio::spawn(async move {
         let mut term = None;
         let mut written: BTreeMap<String, PersistedFeed> = BTreeMap::new();
-        while want.changed().await.is_ok() {
-            let Some((version, feeds)) = want.borrow_and_update().clone() else {
+        let mut retry = false;
+        loop {
+            if retry {
+                tokio::time::sleep(PERSIST_RETRY).await;
+            } else if want.changed().await.is_err() {
+                return;
+            }
+            retry = false;
+            let Some((version, seq, feeds)) = want.borrow_and_update().clone() else {
                 continue;
             };
             if term != Some(version) {
                 term = Some(version);
                 written.clear();
             }
+            let owner = election::owner_key(&root);
+            let guard = || {
+                vec![Compare::mod_revision(
+                    owner.clone(),
+                    CompareOp::Equal,
+                    version as i64,
+                )]
+            };
+            let mut over = false;
             for f in &feeds {
-                if written.get(&f.id) != Some(f) {
-                    let value = serde_json::to_vec(f).unwrap_or_default();
-                    match etcd.put(feed_key(&root, &f.id), value, None).await {
-                        Ok(_) => {
-                            written.insert(f.id.clone(), f.clone());
-                            let mut h = held.lock().expect("persisted checkpoints");
-                            let c = h.entry(f.id.clone()).or_default();
-                            *c = (*c).max(f.checkpoint_ts);
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed")
-                        }
+                if written.get(&f.id) == Some(f) {
+                    continue;
+                }
+                let value = serde_json::to_vec(f).unwrap_or_default();
+                let txn = Txn::new().when(guard()).and_then(vec![TxnOp::put(
+                    feed_key(&root, &f.id),
+                    value,
+                    None,
+                )]);
+                match etcd.txn(txn).await {
+                    Ok(r) if r.succeeded() => {
+                        written.insert(f.id.clone(), f.clone());
+                        let mut h = held.lock().expect("persisted checkpoints");
+                        let c = h.entry(f.id.clone()).or_default();
+                        *c = (*c).max(f.checkpoint_ts);
+                    }
+                    Ok(_) => {
+                        over = true;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, changefeed = %f.id, "persisting the changefeed failed");
+                        retry = true;
                     }
                 }
             }
@@ -338,18 +388,62 @@ fn spawn_persister(
                 .cloned()
                 .collect();
             for g in gone {
-                match etcd.delete(feed_key(&root, &g), None).await {
-                    Ok(_) => {
+                if over {
+                    break;
+                }
+                let txn = Txn::new()
+                    .when(guard())
+                    .and_then(vec![TxnOp::delete(feed_key(&root, &g), None)]);
+                match etcd.txn(txn).await {
+                    Ok(r) if r.succeeded() => {
                         written.remove(&g);
                     }
+                    Ok(_) => over = true,
                     Err(e) => {
-                        tracing::warn!(error = %e, changefeed = %g, "deleting the changefeed failed")
+                        tracing::warn!(error = %e, changefeed = %g, "deleting the changefeed failed");
+                        retry = true;
                     }
                 }
+            }
+            if over {
+                tracing::warn!(
+                    term = version,
+                    "the term ended before the changefeeds were persisted"
+                );
+                retry = false;
+                done.send_replace(Written {
+                    term: version,
+                    seq,
+                    term_over: true,
+                });
+            } else if !retry {
+                done.send_replace(Written {
+                    term: version,
+                    seq,
+                    term_over: false,
+                });
             }
         }
     });
 }
+
+/// An operation the coordinator took, waiting for its change to be in etcd
+/// before it is answered.
+struct Pending {
+    term: u64,
+    seq: u64,
+    since_ms: u64,
+    reply: oneshot::Sender<Result<(), String>>,
+}
+
+/// The answer to an operation whose change the term did not live to persist:
+/// a refusal of the moment (the API's 503), which a client retries.
+pub const TERM_ENDED: &str =
+    "the coordinator's term ended before the change was persisted; retry later";
+
+/// How long an operation waits for its change to reach etcd before it is
+/// answered with a refusal of the moment.
+pub const PERSIST_TIMEOUT_MS: u64 = 10_000;
 
 fn alive_ids(m: &BTreeMap<NodeId, CaptureInfo>) -> BTreeSet<NodeId> {
     m.keys().cloned().collect()
@@ -373,7 +467,14 @@ struct NodeLoop {
     coordinator: Option<Coordinator>,
     alive_rx: watch::Receiver<BTreeMap<NodeId, CaptureInfo>>,
     snap_tx: watch::Sender<NodeSnapshot>,
-    persist: watch::Sender<Option<(u64, Vec<PersistedFeed>)>>,
+    persist: watch::Sender<Want>,
+    /// The last snapshot sent to the persister (term, feeds) and its number.
+    sent: Option<(u64, Vec<PersistedFeed>)>,
+    seq: u64,
+    /// What the persister has written.
+    written: watch::Receiver<Written>,
+    /// Operations taken, waiting for their change to be persisted.
+    pending: Vec<Pending>,
     /// What etcd holds ([`Profile::coordinator_reports_persisted_checkpoint`]).
     persisted: PersistedCheckpoints,
     resign_tx: mpsc::Sender<oneshot::Sender<Result<bool, String>>>,
@@ -416,22 +517,15 @@ impl NodeLoop {
         }
         if self.coordinator.is_some() && faults.hit(Failpoint::CoordinatorRunError) {
             tracing::error!("failpoint: the coordinator fails and gives up its office");
-            self.coordinator = None;
-            self.persist.send_replace(None);
+            self.leave_office();
             let (tx, _rx) = oneshot::channel();
             let _ = self.resign_tx.send(tx).await;
         }
         if let Some(c) = &mut self.coordinator {
             c.tick(now);
-            let feeds = c.persisted();
-            let version = c.version;
-            self.persist.send_if_modified(|cur| {
-                let next = Some((version, feeds));
-                let changed = *cur != next;
-                *cur = next;
-                changed
-            });
         }
+        self.push_persisted();
+        self.settle_pending(now);
         self.manager.tick(now);
         self.orchestrator.tick(now);
         self.snap_tx.send_replace(self.snapshot(now));
@@ -524,24 +618,96 @@ impl NodeLoop {
                 }
                 Err(e) => tracing::error!(error = %e, "cannot load changefeeds; not taking office"),
             },
-            ElectionEvent::Deposed => {
-                self.coordinator = None;
-                self.persist.send_replace(None);
-            }
+            ElectionEvent::Deposed => self.leave_office(),
         }
     }
 
-    /// Runs `f` on the coordinator, or answers that this node is not it.
-    fn on_coordinator<T>(
+    /// Out of office: nothing more is persisted, and what waited for it is
+    /// answered [`TERM_ENDED`].
+    fn leave_office(&mut self) {
+        self.coordinator = None;
+        self.sent = None;
+        self.persist.send_replace(None);
+        for p in self.pending.drain(..) {
+            let _ = p.reply.send(Err(TERM_ENDED.into()));
+        }
+    }
+
+    /// Sends the coordinator's changefeeds to the persister when they
+    /// changed; returns the term and number of the snapshot etcd must hold
+    /// for what the coordinator has now.
+    fn push_persisted(&mut self) -> Option<(u64, u64)> {
+        let c = self.coordinator.as_ref()?;
+        let next = (c.version, c.persisted());
+        if self.sent.as_ref() != Some(&next) {
+            self.seq += 1;
+            self.persist
+                .send_replace(Some((next.0, self.seq, next.1.clone())));
+            self.sent = Some(next);
+        }
+        Some((c.version, self.seq))
+    }
+
+    /// Answers the operations whose change etcd holds; refuses, as of the
+    /// moment, those whose term ended or that waited too long.
+    fn settle_pending(&mut self, now: u64) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let w = *self.written.borrow();
+        let term = self.coordinator.as_ref().map(|c| c.version);
+        let mut keep = Vec::new();
+        for p in self.pending.drain(..) {
+            if term != Some(p.term) || (w.term == p.term && w.term_over) {
+                let _ = p.reply.send(Err(TERM_ENDED.into()));
+            } else if w.term == p.term && w.seq >= p.seq {
+                let _ = p.reply.send(Ok(()));
+            } else if now >= p.since_ms + PERSIST_TIMEOUT_MS {
+                let _ = p.reply.send(Err(format!(
+                    "the change was not persisted within {} s; retry later",
+                    PERSIST_TIMEOUT_MS / 1000
+                )));
+            } else {
+                keep.push(p);
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// Runs the operation `f` on the coordinator and answers once what it
+    /// changed is persisted under the coordinator's term (a refusal is
+    /// answered at once; it changed nothing). Bug switch
+    /// `answer-before-persisting` answers at once.
+    fn on_operation(
         &mut self,
-        reply: oneshot::Sender<Result<T, String>>,
-        f: impl FnOnce(&mut Coordinator) -> Result<T, String>,
+        now: u64,
+        reply: oneshot::Sender<Result<(), String>>,
+        f: impl FnOnce(&mut Coordinator) -> Result<(), String>,
     ) {
         let r = match &mut self.coordinator {
             Some(c) => f(c),
             None => Err(NOT_COORDINATOR.into()),
         };
-        let _ = reply.send(r);
+        if r.is_err()
+            || self
+                .cfg
+                .faults
+                .mutant(crate::mutant::Mutant::AnswerBeforePersisting)
+        {
+            let _ = reply.send(r);
+            return;
+        }
+        let Some((term, seq)) = self.push_persisted() else {
+            let _ = reply.send(Err(TERM_ENDED.into()));
+            return;
+        };
+        self.pending.push(Pending {
+            term,
+            seq,
+            since_ms: now,
+            reply,
+        });
+        self.settle_pending(now);
     }
 
     async fn on_command(&mut self, now: u64, cmd: Command) -> Option<Exit> {
@@ -551,14 +717,16 @@ impl NodeLoop {
                 start_ts,
                 config,
                 reply,
-            } => self.on_coordinator(reply, |c| c.create_changefeed(now, &id, start_ts, config)),
-            Command::Pause { id, reply } => self.on_coordinator(reply, |c| c.pause(now, &id)),
-            Command::Resume { id, reply } => self.on_coordinator(reply, |c| c.resume(now, &id)),
+            } => self.on_operation(now, reply, |c| {
+                c.create_changefeed(now, &id, start_ts, config)
+            }),
+            Command::Pause { id, reply } => self.on_operation(now, reply, |c| c.pause(now, &id)),
+            Command::Resume { id, reply } => self.on_operation(now, reply, |c| c.resume(now, &id)),
             Command::Remove { id, reply } => {
-                self.on_coordinator(reply, |c| c.remove_changefeed(now, &id))
+                self.on_operation(now, reply, |c| c.remove_changefeed(now, &id))
             }
             Command::Move { id, target, reply } => {
-                self.on_coordinator(reply, |c| c.move_changefeed(now, &id, &target))
+                self.on_operation(now, reply, |c| c.move_changefeed(now, &id, &target))
             }
             Command::Resign { reply } => {
                 let _ = self.resign_tx.send(reply).await;
@@ -682,8 +850,15 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         cfg.faults.clone(),
     );
     let (persist, want) = watch::channel(None);
+    let (done, written) = watch::channel(Written::default());
     let persisted = PersistedCheckpoints::default();
-    spawn_persister(client.clone(), cfg.root.clone(), want, persisted.clone());
+    spawn_persister(
+        client.clone(),
+        cfg.root.clone(),
+        want,
+        persisted.clone(),
+        done,
+    );
 
     let started = now_ms();
     let alive_rx = membership.alive();
@@ -748,6 +923,10 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         alive_rx,
         snap_tx,
         persist,
+        sent: None,
+        seq: 0,
+        written,
+        pending: Vec::new(),
         persisted,
         resign_tx,
         etcd: client,
@@ -780,6 +959,7 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                     Some(e) = inbox.recv() => Event::Envelope(e),
                     _ = tick.tick() => Event::Tick,
                     Ok(()) = node.alive_rx.changed() => Event::Membership,
+                    Ok(()) = node.written.changed() => Event::Persisted,
                     Some(ev) = elect_rx.recv() => Event::Election(ev),
                     Some(cmd) = commands.recv() => Event::Command(cmd),
                     Ok(()) = session_lost.changed() => Event::SessionLost(*session_lost.borrow()),
@@ -807,6 +987,10 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
                     }
                     Event::Membership => {
                         node.on_membership(now);
+                        None
+                    }
+                    Event::Persisted => {
+                        node.settle_pending(now);
                         None
                     }
                     Event::Election(ev) => {
