@@ -10,7 +10,9 @@
 //! boundaries (the session TTL, TTL plus removal delay, the backoff, the
 //! Kafka write timeout, each minus and plus a margin), lets them overlap
 //! (but never two process faults, two broker restarts, the same failpoint
-//! twice, or two operations on one changefeed at once), heals every fault by
+//! twice, or two operations on one changefeed at once; an operation comes
+//! right before or after a coordinator switch, a kill or an etcd partition
+//! three times in four when one was drawn), heals every fault by
 //! the end of the phase, and ends with a quiet phase in which every
 //! changefeed must advance. Targets are roles (`coordinator`,
 //! `maintainer-of:cf`, `dispatcher-host-of:cf`, `any`, ...), resolved when
@@ -466,7 +468,24 @@ pub fn generate(spec: &Spec) -> Generated {
         for _try in 0..8 {
             // Half the faults after the first start around an earlier one
             // (2 s before to 6 s after it), so faults meet (Jepsen's `any`).
+            // An operation comes right before or after a coordinator
+            // switch, a node's kill or an etcd partition three times in four
+            // when one was drawn: what the user was told succeeded must
+            // survive it (the *operations* checker).
+            let switches: Vec<u64> = drafts
+                .iter()
+                .filter(|d| switches_coordinator_or_node(d))
+                .flat_map(|d| [Some(d.start_ms), d.end_ms].into_iter().flatten())
+                .collect();
+            let near_switch =
+                family == Family::Operation && !switches.is_empty() && rng.random_bool(0.75);
             let start = match drafts.len() {
+                _ if near_switch => {
+                    let a = *pick(&mut rng, &switches);
+                    let offset = *pick(&mut rng, &[-2_000i64, -500, 0, 500, 2_000]);
+                    (a.saturating_add_signed(offset) / 500 * 500)
+                        .clamp(PHASE_START_MS, PHASE_END_MS)
+                }
                 n if n > 0 && rng.random_bool(0.5) => {
                     let near = drafts[rng.random_range(0..n)].start_ms;
                     let offset = rng.random_range(0..=16u64) * 500;
@@ -927,6 +946,23 @@ fn clashes(drafts: &[Draft], d: &Draft) -> bool {
 /// How far apart two sink errors of one changefeed stay: the longest retry
 /// wait (twice the longest backoff drawn) and some seconds to run again.
 const SINK_COOLDOWN_MS: u64 = 2 * 8_000 + 4_000;
+
+/// Whether `d` switches the coordinator or takes a node away: a resign, a
+/// fault on the coordinator, a kill, freeze or restart of any node, an etcd
+/// partition.
+fn switches_coordinator_or_node(d: &Draft) -> bool {
+    d.triggers.iter().any(|t| t.0 == Trigger::Election)
+        || matches!(
+            d.inject,
+            StepKind::KillNode { .. }
+                | StepKind::PauseNode { .. }
+                | StepKind::RestartNode { .. }
+                | StepKind::Partition {
+                    from: Link::Etcd,
+                    ..
+                }
+        )
+}
 
 /// Gives back what a draft that is not kept took (slots, live nodes).
 fn undraw(d: &Draft, slots: &mut u32, live: &mut u32) {
@@ -1425,6 +1461,49 @@ mod tests {
             assert!(!all.toml.contains("add_kafka_toxic"));
         }
         assert!((60..=140).contains(&split), "{split} of 400");
+    }
+
+    /// Operations meet coordinator switches: in 300 runs of operations,
+    /// resigns and process faults, 110 have an operation within 2 s of a
+    /// resign, a kill or a restart (59 without the draw near a switch).
+    #[test]
+    fn operations_are_drawn_around_coordinator_switches() {
+        let mut near = 0;
+        for index in 0..300 {
+            let g = generate(&Spec {
+                families: vec![Family::Operation, Family::Resign, Family::Process],
+                ..spec(7, index, Profile::Fix)
+            });
+            let sc = crate::scenario::parse_str(Path::new(&format!("{}.toml", g.name)), &g.toml)
+                .unwrap();
+            let at = |k: fn(&StepKind) -> bool| -> Vec<u64> {
+                sc.steps
+                    .iter()
+                    .filter(|s| k(&s.kind))
+                    .filter_map(|s| s.at.map(|d| d.as_millis() as u64))
+                    .collect()
+            };
+            let ops = at(|k| k.is_operation());
+            let switches = at(|k| {
+                matches!(
+                    k,
+                    StepKind::ResignCoordinator {}
+                        | StepKind::KillNode { .. }
+                        | StepKind::StartNode { .. }
+                        | StepKind::RestartNode { .. }
+                )
+            });
+            if ops
+                .iter()
+                .any(|o| switches.iter().any(|s| o.abs_diff(*s) <= 2_000))
+            {
+                near += 1;
+            }
+        }
+        assert!(
+            near >= 90,
+            "{near} of 300 runs had an operation near a switch"
+        );
     }
 
     #[test]
