@@ -51,6 +51,63 @@ pub struct Timeline {
     pub chart: Chart,
     pub ticks: Vec<Tick>,
     pub markers: Vec<Marker>,
+    /// The users' operations, at the time they were answered.
+    pub operations: Vec<OperationMark>,
+}
+
+/// One user's operation on the timeline.
+#[derive(Debug, Serialize)]
+pub struct OperationMark {
+    pub x: f64,
+    /// `remove cf1 ✓` (acknowledged) or `create cf1 ✗` (not taken).
+    pub label: String,
+    pub acknowledged: bool,
+    pub title: String,
+}
+
+/// The marks of `run`'s operations on `axis`.
+fn operation_marks(axis: &Axis, run: &Run) -> Vec<OperationMark> {
+    use crate::run_model::OperationAnswer;
+    run.operations
+        .iter()
+        .map(|o| {
+            let acknowledged = matches!(
+                o.answer,
+                OperationAnswer::Acknowledged | OperationAnswer::NoOp { .. }
+            );
+            let answer = match &o.answer {
+                OperationAnswer::Acknowledged => "acknowledged".to_string(),
+                OperationAnswer::NoOp { message } => format!("nothing to do: {message}"),
+                OperationAnswer::Refused { status, message } => {
+                    format!("refused {status}: {message}")
+                }
+                OperationAnswer::Declined { message } => format!("declined: {message}"),
+                OperationAnswer::Unanswered { message } => format!("unanswered: {message}"),
+            };
+            OperationMark {
+                x: axis.x(o.answered_ms),
+                label: format!(
+                    "{} {} {}",
+                    o.op,
+                    o.changefeed,
+                    if acknowledged { "✓" } else { "✗" }
+                ),
+                acknowledged,
+                title: format!(
+                    "{} {}{}: sent {} ms, answered {} ms ({} tries): {answer}",
+                    o.op,
+                    o.changefeed,
+                    o.target
+                        .as_ref()
+                        .map(|t| format!(" to {t}"))
+                        .unwrap_or_default(),
+                    o.sent_ms,
+                    o.answered_ms,
+                    o.tries
+                ),
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -306,6 +363,7 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
         chart,
         ticks: ticks(&axis),
         markers,
+        operations: operation_marks(&axis, run),
     }
 }
 
@@ -548,6 +606,48 @@ mod tests {
         assert_eq!(a.x(40_000), LABEL_W + PLOT_W);
         assert_eq!(a.x(20_000), LABEL_W + PLOT_W / 2.0);
         assert_eq!(a.x(99_000), LABEL_W + PLOT_W, "clamped");
+    }
+
+    #[test]
+    fn operations_are_marked_where_they_were_answered() {
+        use crate::run_model::{Bounds, OperationAnswer, OperationKind, OperationRecord};
+        let mut run = Run::new(
+            "x",
+            "fix",
+            1,
+            Bounds {
+                recover_ms: 1,
+                maintainer_bootstrap_ms: 1,
+                removal_only_ms: 1,
+            },
+        );
+        let op = |t, answer| OperationRecord {
+            step: 3,
+            op: OperationKind::Remove,
+            changefeed: "cf1".into(),
+            target: None,
+            sent_ms: t - 10,
+            answered_ms: t,
+            tries: 1,
+            answer,
+        };
+        run.operations
+            .push(op(10_000, OperationAnswer::Acknowledged));
+        run.operations.push(op(
+            30_000,
+            OperationAnswer::Refused {
+                status: 409,
+                message: "already exists".into(),
+            },
+        ));
+        let axis = Axis { end_ms: 40_000 };
+        let m = operation_marks(&axis, &run);
+        assert_eq!(m[0].label, "remove cf1 ✓");
+        assert_eq!(m[0].x, axis.x(10_000));
+        assert!(
+            !m[1].acknowledged && m[1].title.contains("refused 409"),
+            "{m:?}"
+        );
     }
 
     #[test]
