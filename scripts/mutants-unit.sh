@@ -39,7 +39,7 @@ core_files="system/src/coordinator/*.rs system/src/maintainer/*.rs"
 # compiles only them, not every integration test and binary of the package.
 core_targets=(--lib --test=sim_findings)
 core_skips=()
-checker_files="harness/src/checker/checkpoint_monotonic.rs harness/src/checker/faults_bit.rs harness/src/checker/finding.rs harness/src/checker/mod.rs harness/src/checker/no_broken_maintainer.rs harness/src/checker/no_data_loss.rs harness/src/checker/recovers.rs harness/src/checker/single_coordinator.rs harness/src/checker/workload_floor.rs harness/src/verifier.rs"
+checker_files="harness/src/checker/checkpoint_monotonic.rs harness/src/checker/faults_bit.rs harness/src/checker/finding.rs harness/src/checker/mod.rs harness/src/checker/no_broken_maintainer.rs harness/src/checker/no_data_loss.rs harness/src/checker/operations.rs harness/src/checker/recovers.rs harness/src/checker/single_coordinator.rs harness/src/checker/workload_floor.rs harness/src/verifier.rs"
 checker_targets=(--lib)
 # The one slow lib test (about 20 s) validates exported simulator plans and
 # runs no checker; every other harness lib test takes under a second.

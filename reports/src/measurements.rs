@@ -79,7 +79,7 @@ pub fn mutants_entry(m: &Matrix, date: &str) -> String {
         .collect();
     let controls_pass = m.controls.iter().filter(|c| c.verdict == "PASS").count();
     let mut e = format!(
-        "- {date}: {} mutants: **{} Detected**, {} detected elsewhere, {} Missed, {} broken; controls {controls_pass}/{} PASS; {} for the matrix ({} trial(s) per cell)",
+        "- {date}: {} mutants: **{} Detected**, {} detected elsewhere, {} Missed, {} broken; controls {controls_pass}/{} PASS; {} for the matrix (at most {} trial(s) per cell)",
         m.rows.len(),
         count(Outcome::Detected),
         count(Outcome::DetectedElsewhere),

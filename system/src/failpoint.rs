@@ -117,6 +117,11 @@ pub enum Failpoint {
         message = "send this node's outgoing messages of one type twice, to itself too: `return(<MessageType>)`"
     )]
     DuplicateMessageType,
+    #[strum(
+        serialize = "cdc-chaos/DelayPersist",
+        message = "this node's persister waits `return(<ms>)` before it writes the coordinator's changefeeds to etcd"
+    )]
+    DelayPersist,
 }
 
 /// What a failpoint reads from its `return(<arg>)`.
@@ -144,7 +149,9 @@ impl Failpoint {
 
     pub fn arg(self) -> ArgKind {
         match self {
-            Failpoint::DelayCascadeRemove | Failpoint::DelayCloseRequest => ArgKind::Millis,
+            Failpoint::DelayCascadeRemove
+            | Failpoint::DelayCloseRequest
+            | Failpoint::DelayPersist => ArgKind::Millis,
             Failpoint::DelayMessageType => ArgKind::KindMillis,
             Failpoint::DuplicateMessageType => ArgKind::Kind,
             _ => ArgKind::Ignored,

@@ -327,6 +327,7 @@ fn spawn_persister(
     mut want: watch::Receiver<Want>,
     held: PersistedCheckpoints,
     done: watch::Sender<Written>,
+    faults: Faults,
 ) {
     tokio::spawn(async move {
         let mut term = None;
@@ -339,6 +340,13 @@ fn spawn_persister(
                 return;
             }
             retry = false;
+            if let Some(d) = faults.hit_ms(Failpoint::DelayPersist) {
+                tracing::warn!(
+                    delay_ms = d.as_millis() as u64,
+                    "failpoint: the persister waits before writing"
+                );
+                tokio::time::sleep(d).await;
+            }
             let Some((version, seq, feeds)) = want.borrow_and_update().clone() else {
                 continue;
             };
@@ -858,6 +866,7 @@ pub async fn start(cfg: NodeConfig) -> Result<(NodeHandle, tokio::task::JoinHand
         want,
         persisted.clone(),
         done,
+        cfg.faults.clone(),
     );
 
     let started = now_ms();
