@@ -22,6 +22,11 @@ use crate::slot::Slot;
 /// How long an operation is retried while the cluster cannot take it.
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long one request may take: a node answers an operation once its
+/// change is persisted, or refuses it after the system's own bound.
+pub const ANSWER_TIMEOUT: Duration =
+    Duration::from_millis(cdc_system::node::server::PERSIST_TIMEOUT_MS + 2_000);
+
 /// How long a create is retried: a removal of the same changefeed may still
 /// be waiting for a slow node's close (TTL plus removal delay and more).
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -67,14 +72,15 @@ impl Request {
     }
 
     fn build(&self, http: &reqwest::Client, url: String) -> reqwest::RequestBuilder {
-        match self {
+        let r = match self {
             Request::Move(_, to) => http.post(url).json(&MoveRequest {
                 target_node: to.clone(),
             }),
             Request::Create(body) => http.post(url).json(body),
             Request::Remove(_) => http.delete(url),
             Request::Pause(_) | Request::Resume(_) => http.post(url),
-        }
+        };
+        r.timeout(ANSWER_TIMEOUT)
     }
 }
 
@@ -89,6 +95,9 @@ pub struct Taken {
 pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
     let started = Instant::now();
     let mut tries = 0;
+    // An earlier try that got no answer may have taken the operation: a
+    // refusal after it ("not found" for a remove) is then no refusal of it.
+    let mut unanswered_before = false;
     loop {
         let mut last = String::from("no node answered");
         let mut declined = false;
@@ -99,7 +108,10 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
             };
             let url = format!("{}{}", node.api, req.path());
             match req.build(w.probe.http(), url).send().await {
-                Err(e) => last = format!("node {slot}: {e}"),
+                Err(e) => {
+                    unanswered_before = true;
+                    last = format!("node {slot}: {e}");
+                }
                 Ok(resp) if resp.status().is_success() => {
                     return Ok(Taken {
                         tries,
@@ -116,6 +128,16 @@ pub async fn perform(w: &World, req: &Request) -> Result<Taken> {
                         return Ok(Taken {
                             tries,
                             answer: OperationAnswer::NoOp { message: why },
+                        });
+                    }
+                    if status.is_client_error() && unanswered_before {
+                        return Ok(Taken {
+                            tries,
+                            answer: OperationAnswer::NoOp {
+                                message: format!(
+                                    "node {slot}: {status} {why}, after a try that got no answer (it may have taken the operation)"
+                                ),
+                            },
                         });
                     }
                     if status.is_client_error() {
