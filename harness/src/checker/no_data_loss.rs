@@ -39,38 +39,29 @@ pub fn check(run: &Run) -> CheckResult {
     };
     let mut evidence = Vec::new();
     let mut classes = Vec::new();
-    let mut saw = |c: Class, any: bool| {
-        if any {
-            classes.push(c);
-        }
-    };
-    saw(Class::Missing, !data.missing.is_empty());
-    saw(Class::OutOfOrder, !data.order_violations.is_empty());
-    saw(Class::Unexpected, !data.unexpected.is_empty());
-    saw(Class::FinalImage, !data.final_image_mismatches.is_empty());
-    saw(
-        Class::DishonestCheckpoint,
-        data.checkpoint_audits.iter().any(|a| !a.missing.is_empty()),
-    );
     for m in &data.missing {
+        classes.push(Class::Missing);
         evidence.push(note(format!(
             "missing from Kafka: {} key {} committed at {} (final checkpoint {})",
             m.table, m.key, m.commit_ts, data.final_checkpoint_ts
         )));
     }
     for o in &data.order_violations {
+        classes.push(Class::OutOfOrder);
         evidence.push(note(format!(
             "out of order: {} key {}: the change committed at {} was read after the one committed at {}",
             o.table, o.key, o.commit_ts, o.after_commit_ts
         )));
     }
     for u in &data.unexpected {
+        classes.push(Class::Unexpected);
         evidence.push(note(format!(
             "in Kafka but never committed upstream: {} key {} at {}",
             u.table, u.key, u.commit_ts
         )));
     }
     for i in &data.final_image_mismatches {
+        classes.push(Class::FinalImage);
         evidence.push(note(format!(
             "final image differs: {} key {}: upstream has {:?}, Kafka has {:?}",
             i.table, i.key, i.expected, i.found
@@ -81,6 +72,7 @@ pub fn check(run: &Run) -> CheckResult {
         .iter()
         .filter(|a| !a.missing.is_empty())
     {
+        classes.push(Class::DishonestCheckpoint);
         let first = &a.missing[0];
         evidence.push(at(
             a.t_ms,
@@ -211,6 +203,24 @@ mod tests {
         // Both at once: the more severe names the class.
         run.data.as_mut().unwrap().missing.push(change());
         assert_eq!(check(&run).class.as_deref(), Some("missing"));
+    }
+
+    #[test]
+    fn fails_on_a_final_image_that_differs() {
+        let mut run = fixtures::healthy();
+        run.data
+            .as_mut()
+            .unwrap()
+            .final_image_mismatches
+            .push(crate::run_model::ImageMismatch {
+                table: "t1".into(),
+                key: "1".into(),
+                expected: Some("{}".into()),
+                found: None,
+            });
+        let r = check(&run);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("final-image"));
     }
 
     #[test]

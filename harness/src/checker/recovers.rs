@@ -188,6 +188,28 @@ mod tests {
         assert_eq!(r.class.as_deref(), Some("stuck-in-warning"));
     }
 
+    /// The class names the state the changefeed was left in.
+    #[test]
+    fn the_class_is_the_state_at_the_deadline() {
+        for (state, class) in [
+            ("failed", "failed"),
+            ("stopped", "stopped"),
+            ("finished", "not-recovered"),
+        ] {
+            let mut run = fixtures::seed_bug();
+            for s in &mut run.samples {
+                for c in &mut s.changefeeds {
+                    if c.state == "warning" {
+                        c.state = state.into();
+                    }
+                }
+            }
+            let r = check(&run);
+            assert_eq!(r.verdict, Verdict::Fail, "{state}: {r:?}");
+            assert_eq!(r.class.as_deref(), Some(class), "{state}");
+        }
+    }
+
     /// Recovering after the deadline is a FAIL, and at the deadline a PASS:
     /// the bound is what the checker judges.
     #[test]
