@@ -17,8 +17,9 @@ fn passing_run_has_a_case_per_checker_and_no_failure() {
     let xml = reports::junit::render(std::slice::from_ref(&run));
     assert_eq!(doc_counts(&xml), (run.checks.len(), 0, 0, 0), "{xml}");
     // One per checker: recovers, no-broken-maintainer, no-data-loss,
-    // checkpoint-monotonic, single-coordinator, faults-bit, workload-floor.
-    assert_eq!(run.checks.len(), 7);
+    // checkpoint-monotonic, single-coordinator, operations, faults-bit,
+    // workload-floor.
+    assert_eq!(run.checks.len(), 8);
 }
 
 #[test]
@@ -71,8 +72,8 @@ fn errors_and_inconclusive_are_classed() {
     run.checks[2].summary = "the fault did not bite".into();
     run.meta.harness_error = Some("kafka did not start".into());
     let xml = reports::junit::render(&[run]);
-    // 7 checkers + the `run` case of the harness error.
-    assert_eq!(doc_counts(&xml), (8, 1, 2, 1), "{xml}");
+    // 8 checkers + the `run` case of the harness error.
+    assert_eq!(doc_counts(&xml), (9, 1, 2, 1), "{xml}");
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let types: Vec<&str> = doc
         .descendants()
