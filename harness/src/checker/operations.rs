@@ -5,7 +5,8 @@
 //!   operation on the changefeed: a removed changefeed is no longer listed,
 //!   a paused one is `stopped`, a resumed or created one is listed and not
 //!   `stopped`, a moved one's maintainer is bound to the destination (while
-//!   that node lives).
+//!   that node lives and the coordinator's term lasts: a move is not
+//!   persisted).
 //! - A refusal that contradicts an earlier acknowledgement fails: a pause,
 //!   resume, move or remove refused as "not found" for a changefeed that
 //!   exists by the acknowledged history, a create refused as "already
@@ -96,6 +97,21 @@ pub fn check(run: &Run) -> CheckResult {
         match &op.answer {
             OperationAnswer::Acknowledged => {}
             OperationAnswer::Refused { status, message } => {
+                // An earlier operation on the changefeed that got no answer
+                // or only "retry later" may have taken effect since: the
+                // history no longer says what exists.
+                let unsettled = ops[..i].iter().any(|o| {
+                    o.changefeed == cf
+                        && matches!(
+                            o.answer,
+                            OperationAnswer::Declined { .. }
+                                | OperationAnswer::Unanswered { .. }
+                                | OperationAnswer::NoOp { .. }
+                        )
+                });
+                if unsettled {
+                    continue;
+                }
                 let not_found = *status == 404 || message.contains("not found");
                 let exists = exists_by_history(run, &ops, cf, op.sent_ms);
                 let contradicts = match op.op {
@@ -178,7 +194,18 @@ pub fn check(run: &Run) -> CheckResult {
                         .iter()
                         .any(|n| n.reachable && n.node_id.as_deref() == Some(node.as_str()))
                 });
-                (!seen && node_lived).then(|| {
+                // A move is not persisted (§3.7): a coordinator switch
+                // before it finished leaves the maintainer where the new
+                // coordinator found it, so only a move within one term is
+                // judged.
+                let mut terms = run
+                    .samples
+                    .iter()
+                    .filter(|s| s.t_ms >= op.answered_ms && s.t_ms < until)
+                    .filter_map(|s| s.coordinator.as_ref().map(|c| c.version));
+                let first = terms.next();
+                let one_term = terms.all(|v| Some(v) == first);
+                (!seen && node_lived && one_term).then(|| {
                     (
                         last.map_or(from, |s| s.t_ms),
                         format!("never ran on {node}, which lived"),
@@ -378,6 +405,51 @@ mod tests {
             },
         ));
         assert_eq!(check(&run).class.as_deref(), Some("refusal-contradicts"));
+        // Nor after a removal that got only "retry later": it may have
+        // landed since.
+        run.operations.insert(
+            0,
+            op(
+                OperationKind::Remove,
+                15_000,
+                OperationAnswer::Declined {
+                    message: "retry later".into(),
+                },
+            ),
+        );
+        assert_eq!(check(&run).verdict, Verdict::Pass, "{:?}", check(&run));
+    }
+
+    /// cf1 runs on n3-a from 12 s: a move there is seen; a move to n2-a,
+    /// which lives, never is, unless a coordinator switch came between
+    /// (a move is not persisted).
+    #[test]
+    fn a_move_that_never_reaches_a_living_destination_fails() {
+        let moved = |to: &str| {
+            let mut run = fixtures::healthy();
+            run.bounds.removal_only_ms = 2_000;
+            let mut m = op(OperationKind::Move, 14_000, OperationAnswer::Acknowledged);
+            m.target = Some(to.into());
+            run.operations.push(m);
+            run
+        };
+        let r = check(&moved("n2-a"));
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert_eq!(r.class.as_deref(), Some("move-lost"));
+        assert!(r.evidence[0].message.contains("never ran on n2-a"), "{r:?}");
+        assert_eq!(check(&moved("n3-a")).verdict, Verdict::Pass);
+        let mut switched = moved("n2-a");
+        for s in switched.samples.iter_mut().filter(|s| s.t_ms >= 20_000) {
+            if let Some(c) = &mut s.coordinator {
+                c.version = 4;
+            }
+        }
+        assert_eq!(
+            check(&switched).verdict,
+            Verdict::Pass,
+            "{:?}",
+            check(&switched)
+        );
     }
 
     #[test]
