@@ -196,6 +196,7 @@ impl Mutant {
                 | Mutant::ManagerIgnoresRemove
                 | Mutant::ManagerNeverAcksClose
                 | Mutant::CheckpointAhead
+                | Mutant::AnswerBeforePersisting
         )
     }
 

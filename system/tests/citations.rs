@@ -2,7 +2,7 @@
 //!
 //! Code comments cite the control-plane page by label: sections and items
 //! (`§3`, `§4.6-3`, ranges such as `§1.5-1.9`), the code facts `F1`..`F10`,
-//! the invariants `I1`..`I7` and the simulated scenarios `S1`..`S5`. This
+//! the invariants `I1`..`I8` and the simulated scenarios `S1`..`S5`. This
 //! test walks every `.rs` file under `system/`, `harness/` and `reports/`
 //! (skipping `target/` and hidden directories), extracts the citations, and
 //! fails naming `file:line` and the label of each one that no heading of the

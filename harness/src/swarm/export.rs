@@ -122,6 +122,21 @@ pub fn export(plan: &Plan, name: &str) -> Exported {
             kind: StepKind::DisableFailpoint { fault: fid },
         });
     };
+    if plan.timing.persist_ms > 0 {
+        // The simulator's persist delay: every node's persister waits
+        // before each write until the heal.
+        for n in &plan.nodes {
+            fp(
+                &mut steps,
+                0,
+                heal,
+                format!("{n}'s etcd writes land {} ms late", plan.timing.persist_ms),
+                slot(n),
+                Failpoint::DelayPersist,
+                format!("return({})", plan.timing.persist_ms),
+            );
+        }
+    }
     for e in &plan.events {
         let at = e.at_ms;
         let note = e.action.to_string();

@@ -10,6 +10,7 @@
 //! state, error; etcd in the node, a map in the simulator), and the
 //! coordinator bootstrap after a switch (§3.5).
 
+pub mod answer;
 pub mod backoff;
 pub mod operator;
 
@@ -163,8 +164,32 @@ pub struct Coordinator {
     probes: BTreeMap<NodeId, u64>,
     /// Failpoint `coordinator/placement`: the next add of a changefeed goes here.
     forced_placement: BTreeMap<ChangefeedId, NodeId>,
+    /// Maintainers of changefeeds etcd does not hold, being stopped (see
+    /// [`Coordinator::stop_orphan`]).
+    orphans: BTreeMap<(ChangefeedId, NodeId), Orphan>,
     outbox: Vec<Envelope>,
     faults: Faults,
+}
+
+/// A maintainer of a changefeed this coordinator does not know.
+#[derive(Debug, Clone, Copy)]
+struct Orphan {
+    epoch: u64,
+    last_sent_ms: u64,
+    /// Its last `Working` report; it is taken for gone after [`SILENT_MS`]
+    /// without one.
+    last_seen_ms: u64,
+}
+
+/// The epoch after `epoch` at `now`: a TSO candidate (TiCDC takes one from
+/// PD), so a bump never reuses an epoch an earlier term sent but did not
+/// live to persist; the successor starts from the older persisted epoch,
+/// and a plain `+ 1` would hand a second maintainer generation the same
+/// epoch, which the epoch checks refuse forever (`hardened` stalled; found
+/// by the swarm simulation once etcd writes land late, regression test
+/// `a_maintainer_left_bootstrapping_at_a_coordinator_switch_is_stopped`).
+fn next_epoch(epoch: u64, now: u64) -> u64 {
+    (epoch + 1).max(crate::tso::compose(now, 0))
 }
 
 impl Coordinator {
@@ -216,6 +241,7 @@ impl Coordinator {
             last_greet_ms: now,
             removing,
             retired: BTreeMap::new(),
+            orphans: BTreeMap::new(),
             last_schedule_ms: 0,
             probes: BTreeMap::new(),
             forced_placement: BTreeMap::new(),
@@ -478,6 +504,11 @@ impl Coordinator {
             return;
         }
         let (_, _, answers) = self.bootstrap.take().unwrap();
+        for (n, st) in &answers {
+            if !self.feeds.contains_key(&st.changefeed) {
+                self.stop_orphan(now, n, st);
+            }
+        }
         let ids: Vec<ChangefeedId> = self.feeds.keys().cloned().collect();
         for id in ids {
             let reports: Vec<&(NodeId, MaintainerStatus)> =
@@ -625,7 +656,7 @@ impl Coordinator {
             operator::Progress::NextPhase => {
                 // The origin stopped: bump (and persist) the epoch, then add on dest.
                 let c = self.feeds.get_mut(&cf).unwrap();
-                c.info.epoch += 1;
+                c.info.epoch = next_epoch(c.info.epoch, now);
                 let epoch = c.info.epoch;
                 let op = self.operators.get_mut(&cf).unwrap();
                 if let OpKind::Move { dest, adding, .. } = &mut op.kind {
@@ -651,15 +682,39 @@ impl Coordinator {
         }
         // 2. The changefeed's own status (TiCDC: Changefeed.UpdateStatus).
         let profile = self.profile;
+        if let Some(o) = self.orphans.get(&(cf.clone(), from.clone())) {
+            if s.epoch == o.epoch {
+                if s.state == ComponentState::Working && !s.removal_only {
+                    self.orphans
+                        .get_mut(&(cf.clone(), from.clone()))
+                        .expect("orphan")
+                        .last_seen_ms = now;
+                } else {
+                    self.orphans.remove(&(cf.clone(), from.clone()));
+                }
+                return;
+            }
+        }
         let Some(c) = self.feeds.get_mut(&cf) else {
+            self.stop_orphan(now, from, &s);
             return;
         };
         let older = s.epoch < c.info.epoch;
+        // An operator whose own command stops that maintainer (a stop, a
+        // move's first phase) is left to it; an add to the node is not: the
+        // node takes the add only once the older maintainer stopped.
+        let stops_it = self.operators.get(&cf).is_some_and(|o| {
+            o.target() == from
+                && matches!(
+                    o.kind,
+                    OpKind::Stop { .. } | OpKind::Move { adding: false, .. }
+                )
+        });
         if profile.coordinator_stops_stale_maintainers()
             && older
             && s.state == ComponentState::Working
             && !s.removal_only
-            && self.operators.get(&cf).is_none_or(|o| o.target() != from)
+            && !stops_it
         {
             // A maintainer of an ended epoch still runs: stop it.
             let epoch = s.epoch;
@@ -715,6 +770,79 @@ impl Coordinator {
         }
         if let Some(err) = s.errors.first().cloned() {
             self.on_error(now, &cf, err);
+        }
+    }
+
+    /// A maintainer of a changefeed this coordinator does not know, still
+    /// working: a creation or removal that an earlier term took but did
+    /// not live to persist (its changefeed is not in etcd). Under
+    /// `coordinator_stops_stale_maintainers` it is stopped with a cascade
+    /// remove of its own epoch, re-sent until its node reports it stopped,
+    /// stops reporting it or leaves, and a changefeed of its ID created
+    /// meanwhile is scheduled only after that: it neither writes on nor runs
+    /// beside a later creation. Found by the swarm simulation once etcd
+    /// writes land late (docs/control-plane.md §4.7-3).
+    fn stop_orphan(&mut self, now: u64, from: &NodeId, s: &MaintainerStatus) {
+        if !self.profile.coordinator_stops_stale_maintainers()
+            || self.bootstrap.is_some()
+            || s.state != ComponentState::Working
+            || s.removal_only
+        {
+            return;
+        }
+        let key = (s.changefeed.clone(), from.clone());
+        if let Some(o) = self.orphans.get_mut(&key) {
+            o.last_seen_ms = now;
+            return;
+        }
+        self.log(
+            now,
+            format!(
+                "changefeed {} is not in etcd, but its maintainer on {from} (epoch {}) works; stopping it",
+                s.changefeed, s.epoch
+            ),
+        );
+        self.orphans.insert(
+            key,
+            Orphan {
+                epoch: s.epoch,
+                last_sent_ms: now,
+                last_seen_ms: now,
+            },
+        );
+        self.send_orphan_stop(from, &s.changefeed, s.epoch);
+    }
+
+    fn send_orphan_stop(&mut self, node: &NodeId, cf: &str, epoch: u64) {
+        self.send(
+            node,
+            Message::RemoveMaintainer {
+                changefeed: cf.into(),
+                epoch,
+                cascade: true,
+            },
+        );
+    }
+
+    /// Re-sends the orphans' stops; forgets those whose node left or that
+    /// went silent.
+    fn tick_orphans(&mut self, now: u64) {
+        let alive = &self.alive;
+        self.orphans.retain(|(_, n), o| {
+            alive.contains(n) && now.saturating_sub(o.last_seen_ms) <= SILENT_MS
+        });
+        let resend = self.cfg.operator_resend_ms;
+        let due: Vec<(ChangefeedId, NodeId, u64)> = self
+            .orphans
+            .iter_mut()
+            .filter(|(_, o)| now >= o.last_sent_ms + resend)
+            .map(|((cf, n), o)| {
+                o.last_sent_ms = now;
+                (cf.clone(), n.clone(), o.epoch)
+            })
+            .collect();
+        for (cf, n, epoch) in due {
+            self.send_orphan_stop(&n, &cf, epoch);
         }
     }
 
@@ -837,6 +965,7 @@ impl Coordinator {
                 return;
             }
         }
+        self.tick_orphans(now);
         // Removed changefeeds are forgotten once nothing is in flight.
         for id in self.removing.clone() {
             if !self.operators.contains_key(&id) {
@@ -897,6 +1026,7 @@ impl Coordinator {
                 !(never_retries && c.info.state == FeedState::Warning)
             })
             .filter(|c| !self.operators.contains_key(&c.info.id))
+            .filter(|c| !self.orphans.keys().any(|(o, _)| *o == c.info.id))
             .map(|c| c.info.id.clone())
             .collect();
         for id in due {
@@ -909,7 +1039,7 @@ impl Coordinator {
             };
             let c = self.feeds.get_mut(&id).unwrap();
             // The epoch is bumped (and persisted) before any new owner exists.
-            c.info.epoch += 1;
+            c.info.epoch = next_epoch(c.info.epoch, now);
             let epoch = c.info.epoch;
             c.scheduling = Scheduling::Scheduling { node: node.clone() };
             self.operators.insert(

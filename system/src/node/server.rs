@@ -25,6 +25,7 @@ use super::election;
 use super::membership::{CaptureInfo, Membership};
 use super::message_center::{MessageCenter, Stats, Verdict};
 use crate::api::ChangefeedView;
+use crate::coordinator::answer::{Awaiting, HeldCheckpoint, Written};
 use crate::coordinator::{Coordinator, PersistedFeed};
 use crate::dispatcher_orchestrator::DispatcherOrchestrator;
 use crate::failpoint::{Failpoint, Faults};
@@ -287,14 +288,16 @@ fn message_faults(me: NodeId, faults: Faults) -> super::message_center::Hook {
 /// The checkpoint etcd holds of each changefeed, as far as this node knows:
 /// seeded from etcd when the node takes office, raised by the persister's
 /// successful writes.
-type PersistedCheckpoints = Arc<std::sync::Mutex<BTreeMap<String, u64>>>;
+type PersistedCheckpoints = Arc<std::sync::Mutex<BTreeMap<String, HeldCheckpoint>>>;
 
 /// Lowers each view's checkpoint to the one etcd holds, where known (a
-/// changefeed created in this term and not yet written keeps its own).
-fn cap_to_persisted(views: &mut [ChangefeedView], held: &BTreeMap<String, u64>) {
+/// changefeed created in this term counts its start ts from its creation
+/// on; found by the swarm simulation: its first write, landing late,
+/// lowered the checkpoint it had reported).
+fn cap_to_persisted(views: &mut [ChangefeedView], held: &BTreeMap<String, HeldCheckpoint>) {
     for v in views {
-        if let Some(&h) = held.get(&v.id) {
-            v.checkpoint_tso = v.checkpoint_tso.min(h);
+        if let Some(h) = held.get(&v.id) {
+            v.checkpoint_tso = v.checkpoint_tso.min(h.checkpoint_ts);
         }
     }
 }
@@ -302,15 +305,6 @@ fn cap_to_persisted(views: &mut [ChangefeedView], held: &BTreeMap<String, u64>) 
 /// What the coordinator wants in etcd: its term (the owner key's revision),
 /// the snapshot's sequence number and the changefeeds; `None` out of office.
 type Want = Option<(u64, u64, Vec<PersistedFeed>)>;
-
-/// What the persister has done: the newest snapshot of `term` wholly in
-/// etcd (`seq`), or that a write found the term over (`term_over`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Written {
-    term: u64,
-    seq: u64,
-    term_over: bool,
-}
 
 /// How long a failed etcd write waits before the persister tries again.
 const PERSIST_RETRY: Duration = Duration::from_millis(200);
@@ -377,8 +371,9 @@ fn spawn_persister(
                     Ok(r) if r.succeeded() => {
                         written.insert(f.id.clone(), f.clone());
                         let mut h = held.lock().expect("persisted checkpoints");
-                        let c = h.entry(f.id.clone()).or_default();
-                        *c = (*c).max(f.checkpoint_ts);
+                        h.entry(f.id.clone())
+                            .or_insert(HeldCheckpoint::new(f.epoch, f.checkpoint_ts))
+                            .landed(f.epoch, f.checkpoint_ts);
                     }
                     Ok(_) => {
                         over = true;
@@ -438,20 +433,11 @@ fn spawn_persister(
 /// An operation the coordinator took, waiting for its change to be in etcd
 /// before it is answered.
 struct Pending {
-    term: u64,
-    seq: u64,
-    since_ms: u64,
+    wait: Awaiting,
     reply: oneshot::Sender<Result<(), String>>,
 }
 
-/// The answer to an operation whose change the term did not live to persist:
-/// a refusal of the moment (the API's 503), which a client retries.
-pub const TERM_ENDED: &str =
-    "the coordinator's term ended before the change was persisted; retry later";
-
-/// How long an operation waits for its change to reach etcd before it is
-/// answered with a refusal of the moment.
-pub const PERSIST_TIMEOUT_MS: u64 = 10_000;
+pub use crate::coordinator::answer::{PERSIST_TIMEOUT_MS, TERM_ENDED};
 
 fn alive_ids(m: &BTreeMap<NodeId, CaptureInfo>) -> BTreeSet<NodeId> {
     m.keys().cloned().collect()
@@ -607,7 +593,12 @@ impl NodeLoop {
                 Ok(feeds) => {
                     *self.persisted.lock().expect("persisted checkpoints") = feeds
                         .iter()
-                        .map(|f| (f.id.to_string(), f.checkpoint_ts))
+                        .map(|f| {
+                            (
+                                f.id.to_string(),
+                                HeldCheckpoint::new(f.epoch, f.checkpoint_ts),
+                            )
+                        })
                         .collect();
                     let alive = alive_ids(&self.alive_rx.borrow());
                     let s = &self.cfg.settings;
@@ -666,17 +657,11 @@ impl NodeLoop {
         let term = self.coordinator.as_ref().map(|c| c.version);
         let mut keep = Vec::new();
         for p in self.pending.drain(..) {
-            if term != Some(p.term) || (w.term == p.term && w.term_over) {
-                let _ = p.reply.send(Err(TERM_ENDED.into()));
-            } else if w.term == p.term && w.seq >= p.seq {
-                let _ = p.reply.send(Ok(()));
-            } else if now >= p.since_ms + PERSIST_TIMEOUT_MS {
-                let _ = p.reply.send(Err(format!(
-                    "the change was not persisted within {} s; retry later",
-                    PERSIST_TIMEOUT_MS / 1000
-                )));
-            } else {
-                keep.push(p);
+            match p.wait.settle(now, term, w) {
+                Some(settled) => {
+                    let _ = p.reply.send(settled.answer());
+                }
+                None => keep.push(p),
             }
         }
         self.pending = keep;
@@ -710,9 +695,11 @@ impl NodeLoop {
             return;
         };
         self.pending.push(Pending {
-            term,
-            seq,
-            since_ms: now,
+            wait: Awaiting {
+                term,
+                seq,
+                since_ms: now,
+            },
             reply,
         });
         self.settle_pending(now);
@@ -725,9 +712,20 @@ impl NodeLoop {
                 start_ts,
                 config,
                 reply,
-            } => self.on_operation(now, reply, |c| {
-                c.create_changefeed(now, &id, start_ts, config)
-            }),
+            } => {
+                // A new changefeed reports no more than its start until its
+                // first write (the creation's) raises what etcd holds.
+                let held = self.persisted.clone();
+                self.on_operation(now, reply, |c| {
+                    c.create_changefeed(now, &id, start_ts, config)?;
+                    if let Some(f) = c.changefeed(&id) {
+                        held.lock()
+                            .expect("persisted checkpoints")
+                            .insert(id.clone(), HeldCheckpoint::new(f.info.epoch, start_ts));
+                    }
+                    Ok(())
+                })
+            }
             Command::Pause { id, reply } => self.on_operation(now, reply, |c| c.pause(now, &id)),
             Command::Resume { id, reply } => self.on_operation(now, reply, |c| c.resume(now, &id)),
             Command::Remove { id, reply } => {
@@ -1046,7 +1044,10 @@ mod tests {
     #[test]
     fn a_reported_checkpoint_is_one_etcd_holds() {
         let mut views = vec![view("ahead", 200), view("behind", 90), view("new", 50)];
-        let held = BTreeMap::from([("ahead".to_string(), 150), ("behind".to_string(), 100)]);
+        let held = BTreeMap::from([
+            ("ahead".to_string(), HeldCheckpoint::new(1, 150)),
+            ("behind".to_string(), HeldCheckpoint::new(1, 100)),
+        ]);
         cap_to_persisted(&mut views, &held);
         let got: Vec<u64> = views.iter().map(|v| v.checkpoint_tso).collect();
         assert_eq!(got, vec![150, 90, 50]);

@@ -10,6 +10,13 @@
 //! the seed is produced with them); coordinator election with an increasing
 //! version and bootstrap from the persisted state.
 //!
+//! etcd is a map the coordinator writes through a persister, as the node
+//! does (`node::server`): each changed snapshot is a write that lands
+//! `persist_ms` later, guarded on the coordinator's term, and is lost when
+//! its coordinator resigns, crashes or is deposed first. A user's operation
+//! ([`Sim::operate`]) is answered as the node answers it
+//! ([`crate::coordinator::answer`]): once its snapshot is written.
+//!
 //! Each node incarnation has its own seeded failpoint registry
 //! ([`Sim::faults`]); the simulation's seed derives every registry's seed.
 
@@ -35,6 +42,7 @@ mod seed_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::coordinator::answer::{Awaiting, HeldCheckpoint, Written};
 use crate::coordinator::{Coordinator, CoordinatorConfig, PersistedFeed, Scheduling};
 use crate::dispatcher_orchestrator::{AckLedger, DispatcherOrchestrator, SimBackend};
 use crate::failpoint::Faults;
@@ -49,6 +57,9 @@ pub struct SimConfig {
     pub removal_delay_ms: u64,
     pub latency_ms: u64,
     pub tick_ms: u64,
+    /// How long a coordinator's write takes to land in etcd (0: within the
+    /// tick that made it).
+    pub persist_ms: u64,
     pub coordinator: CoordinatorConfig,
     /// The bug switch on in every node (`mutants` builds only).
     pub mutant: Option<crate::mutant::Mutant>,
@@ -62,10 +73,49 @@ impl SimConfig {
             removal_delay_ms: 5_000,
             latency_ms: 1,
             tick_ms: 100,
+            persist_ms: 0,
             coordinator: CoordinatorConfig::default(),
             mutant: None,
         }
     }
+}
+
+/// A user's operation on the coordinator in office (the API's requests).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operation {
+    Create {
+        changefeed: String,
+        start_ts: u64,
+        config: crate::messages::ChangefeedConfig,
+    },
+    Pause(String),
+    Resume(String),
+    Remove(String),
+    /// Move the changefeed's maintainer to this node ID.
+    Move(String, NodeId),
+}
+
+/// What one request got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Success: the change is in etcd (or, under bug switch
+    /// `answer-before-persisting`, only taken).
+    Ok,
+    /// A refusal, with the coordinator's words ("retry later" for one of
+    /// the moment).
+    Refused(String),
+    /// No answer: the coordinator's process died or froze.
+    Unanswered,
+}
+
+/// A write of a coordinator's snapshot on its way to etcd.
+#[derive(Debug, Clone)]
+struct Write {
+    from: NodeId,
+    term: u64,
+    seq: u64,
+    due: u64,
+    feeds: Vec<PersistedFeed>,
 }
 
 /// Which messages a fault rule applies to; unset fields match anything.
@@ -174,7 +224,23 @@ pub struct Sim {
     next_rule: usize,
     coordinator_node: Option<NodeId>,
     version: u64,
+    /// etcd's changefeeds.
     persisted: Vec<PersistedFeed>,
+    /// Snapshots on their way to etcd, in the order they were made.
+    writes: Vec<Write>,
+    /// The last snapshot handed to the persister (term, feeds) and its number.
+    sent: Option<(u64, Vec<PersistedFeed>)>,
+    snapshot_seq: u64,
+    /// Per node: what its persister has written.
+    written: BTreeMap<NodeId, Written>,
+    /// Per node: the highest checkpoint its writes put in etcd per
+    /// changefeed (the node reports no checkpoint above it).
+    held: BTreeMap<String, HeldCheckpoint>,
+    /// Operations waiting for their write: ticket -> (node, what it waits for).
+    awaiting: BTreeMap<u64, (NodeId, Awaiting)>,
+    next_ticket: u64,
+    /// Answers not yet taken by [`Sim::take_replies`]: (ticket, time, reply).
+    replies: Vec<(u64, u64, Reply)>,
     next_tick: u64,
     pub delivered: u64,
     pub trace: Vec<(u64, String)>,
@@ -221,6 +287,14 @@ impl Sim {
             coordinator_node: None,
             version: 0,
             persisted: Vec::new(),
+            writes: Vec::new(),
+            sent: None,
+            snapshot_seq: 0,
+            written: BTreeMap::new(),
+            held: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
+            next_ticket: 0,
+            replies: Vec::new(),
             next_tick: 0,
             delivered: 0,
             trace: Vec::new(),
@@ -317,6 +391,11 @@ impl Sim {
             .expect("elected node exists")
             .coordinator = Some(c);
         self.coordinator_node = Some(id.clone());
+        self.held = self
+            .persisted
+            .iter()
+            .map(|f| (f.id.clone(), HeldCheckpoint::new(f.epoch, f.checkpoint_ts)))
+            .collect();
         self.log(format!(
             "{id} elected coordinator, version {}",
             self.version
@@ -332,6 +411,15 @@ impl Sim {
             .as_ref()
             .and_then(|n| self.nodes.get(n))
             .and_then(|n| n.coordinator.as_ref())
+    }
+
+    /// Whether a coordinator is in office and answers (not frozen).
+    pub fn coordinator_answers(&self) -> bool {
+        self.coordinator_opt().is_some()
+            && !self
+                .coordinator_node
+                .as_ref()
+                .is_some_and(|n| self.paused.contains(n))
     }
 
     pub fn coordinator_mut(&mut self) -> &mut Coordinator {
@@ -470,6 +558,7 @@ impl Sim {
         if let Some(n) = next {
             self.elect(&n);
         }
+        self.settle();
     }
 
     /// Nodes that hold a coordinator (one, unless the control plane broke).
@@ -492,6 +581,7 @@ impl Sim {
             self.now + self.cfg.ttl_ms + self.cfg.removal_delay_ms,
         );
         self.log(format!("node {id} crashed"));
+        self.settle();
     }
 
     /// Starts node `name` again (a fresh ID) unless an incarnation of it runs.
@@ -667,9 +757,220 @@ impl Sim {
             n.manager.tick(now);
             n.orchestrator.tick(now);
         }
-        if let Some(c) = self.coordinator_opt() {
-            self.persisted = c.persisted();
+        self.push_snapshot();
+        self.land_writes();
+        self.settle();
+    }
+
+    /// Hands the coordinator's changefeeds to its persister when they
+    /// changed; returns the term and number of the snapshot etcd must hold
+    /// for what the coordinator has now.
+    fn push_snapshot(&mut self) -> Option<(u64, u64)> {
+        let node = self.coordinator_node.clone()?;
+        if self.paused.contains(&node) {
+            return None;
         }
+        let c = self.coordinator_opt()?;
+        let next = (c.version, c.persisted());
+        let term = next.0;
+        if self.sent.as_ref() != Some(&next) {
+            self.snapshot_seq += 1;
+            self.writes.push(Write {
+                from: node,
+                term: next.0,
+                seq: self.snapshot_seq,
+                due: self.now + self.cfg.persist_ms,
+                feeds: next.1.clone(),
+            });
+            self.sent = Some(next);
+        }
+        Some((term, self.snapshot_seq))
+    }
+
+    /// Lands the writes that are due, in order. A write whose node crashed
+    /// is gone; a frozen node's waits; one whose term is no longer the
+    /// coordinator's in office fails its guard (the owner key's revision).
+    fn land_writes(&mut self) {
+        let now = self.now;
+        let mut keep = Vec::new();
+        for w in std::mem::take(&mut self.writes) {
+            if !self.nodes.contains_key(&w.from) {
+                continue;
+            }
+            if w.due > now || self.paused.contains(&w.from) {
+                keep.push(w);
+                continue;
+            }
+            let in_office = self.coordinator_node.as_ref() == Some(&w.from)
+                && self.coordinator_opt().map(|c| c.version) == Some(w.term);
+            if in_office {
+                for f in &w.feeds {
+                    self.held
+                        .entry(f.id.clone())
+                        .or_insert(HeldCheckpoint::new(f.epoch, f.checkpoint_ts))
+                        .landed(f.epoch, f.checkpoint_ts);
+                }
+                self.persisted = w.feeds;
+            } else {
+                self.log(format!(
+                    "write {} of term {} from {} refused: the term ended",
+                    w.seq, w.term, w.from
+                ));
+            }
+            self.written.insert(
+                w.from.clone(),
+                Written {
+                    term: w.term,
+                    seq: w.seq,
+                    term_over: !in_office,
+                },
+            );
+        }
+        self.writes = keep;
+    }
+
+    /// Answers the operations whose write landed, or whose term ended or
+    /// whose node died, as the node loop does.
+    fn settle(&mut self) {
+        let now = self.now;
+        let mut done = Vec::new();
+        for (ticket, (node, wait)) in &self.awaiting {
+            if !self.nodes.contains_key(node) {
+                done.push((*ticket, Reply::Unanswered));
+                continue;
+            }
+            if self.paused.contains(node) {
+                continue;
+            }
+            let in_office = self
+                .nodes
+                .get(node)
+                .and_then(|n| n.coordinator.as_ref())
+                .map(|c| c.version);
+            let w = self.written.get(node).copied().unwrap_or_default();
+            if let Some(s) = wait.settle(now, in_office, w) {
+                done.push((
+                    *ticket,
+                    match s.answer() {
+                        Ok(()) => Reply::Ok,
+                        Err(e) => Reply::Refused(e),
+                    },
+                ));
+            }
+        }
+        for (ticket, reply) in done {
+            self.awaiting.remove(&ticket);
+            self.replies.push((ticket, now, reply));
+        }
+    }
+
+    /// Sends a user's operation to the coordinator in office; its reply
+    /// comes through [`Sim::take_replies`] under the returned ticket (a
+    /// refusal at once, success once the change is in etcd).
+    pub fn operate(&mut self, op: &Operation) -> u64 {
+        self.next_ticket += 1;
+        let ticket = self.next_ticket;
+        let now = self.now;
+        let node = self.coordinator_node.clone();
+        let reply = match node.as_ref().and_then(|n| self.nodes.get_mut(n)) {
+            _ if node.as_ref().is_some_and(|n| self.paused.contains(n)) => Some(Reply::Unanswered),
+            Some(SimNode {
+                coordinator: Some(c),
+                ..
+            }) => {
+                let r = match op {
+                    Operation::Create {
+                        changefeed,
+                        start_ts,
+                        config,
+                    } => c.create_changefeed(now, changefeed, *start_ts, config.clone()),
+                    Operation::Pause(cf) => c.pause(now, cf),
+                    Operation::Resume(cf) => c.resume(now, cf),
+                    Operation::Remove(cf) => c.remove_changefeed(now, cf),
+                    Operation::Move(cf, to) => c.move_changefeed(now, cf, to),
+                };
+                match r {
+                    Err(e) => Some(Reply::Refused(e)),
+                    Ok(()) => None,
+                }
+            }
+            _ => Some(Reply::Refused(
+                "no coordinator is in office; retry later".into(),
+            )),
+        };
+        self.log(format!("operation {ticket}: {op:?}"));
+        if let (
+            None,
+            Operation::Create {
+                changefeed,
+                start_ts,
+                ..
+            },
+        ) = (&reply, op)
+        {
+            // As the node: a new changefeed reports no more than its start
+            // until its creation's write lands.
+            if let Some(f) = self
+                .coordinator_opt()
+                .and_then(|c| c.changefeed(changefeed))
+            {
+                let held = HeldCheckpoint::new(f.info.epoch, *start_ts);
+                self.held.insert(changefeed.clone(), held);
+            }
+        }
+        if let Some(r) = reply {
+            self.replies.push((ticket, now, r));
+            return ticket;
+        }
+        let node = node.expect("a coordinator took it");
+        let early = self
+            .faults
+            .get(&node)
+            .is_some_and(|f| f.mutant(crate::mutant::Mutant::AnswerBeforePersisting));
+        match self.push_snapshot() {
+            Some(_) if early => self.replies.push((ticket, now, Reply::Ok)),
+            Some((term, seq)) => {
+                self.awaiting.insert(
+                    ticket,
+                    (
+                        node,
+                        Awaiting {
+                            term,
+                            seq,
+                            since_ms: now,
+                        },
+                    ),
+                );
+            }
+            None => self.replies.push((
+                ticket,
+                now,
+                Reply::Refused(crate::coordinator::answer::TERM_ENDED.into()),
+            )),
+        }
+        ticket
+    }
+
+    /// The replies given since the last call: (ticket, time, reply).
+    pub fn take_replies(&mut self) -> Vec<(u64, u64, Reply)> {
+        std::mem::take(&mut self.replies)
+    }
+
+    /// etcd's changefeeds (what a new coordinator starts from).
+    pub fn persisted(&self) -> &[PersistedFeed] {
+        &self.persisted
+    }
+
+    /// The checkpoint the coordinator's node reports for `cf`: its
+    /// in-memory one, under `hardened` never above what etcd holds
+    /// (`Profile::coordinator_reports_persisted_checkpoint`, as the node).
+    pub fn reported_checkpoint(&self, cf: &str) -> Option<u64> {
+        let c = self.coordinator_opt()?.changefeed(cf)?;
+        let cp = c.info.checkpoint_ts;
+        if !self.cfg.profile.coordinator_reports_persisted_checkpoint() {
+            return Some(cp);
+        }
+        Some(self.held.get(cf).map_or(cp, |h| cp.min(h.checkpoint_ts)))
     }
 
     /// Advances simulated time by `ms`, delivering messages and ticking.

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
-use super::{fnv, MsgFilter, RuleKind, Sim, SimConfig};
+use super::{fnv, MsgFilter, Operation, Reply, RuleKind, Sim, SimConfig};
 use crate::coordinator::{CoordinatorConfig, FeedState};
 use crate::failpoint::Failpoint;
 use crate::messages::MessageKind;
@@ -179,6 +179,9 @@ pub struct Timing {
     pub backoff_initial_ms: u64,
     pub backoff_max_ms: u64,
     pub latency_ms: u64,
+    /// How long the coordinator's writes take to land in etcd.
+    #[serde(default)]
+    pub persist_ms: u64,
 }
 
 /// A whole run, derived from its seed before it starts.
@@ -234,6 +237,7 @@ impl Plan {
             backoff_initial_ms,
             backoff_max_ms: backoff_initial_ms * rng.random_range(2..=5),
             latency_ms: rng.random_range(1..=20),
+            persist_ms: 0,
         };
         let kinds: Vec<PlanFault> = PlanFault::iter().filter(|_| rng.random_bool(0.5)).collect();
         let tables: Vec<String> = (1..=rng.random_range(0..=4))
@@ -249,6 +253,13 @@ impl Plan {
                 events.push(Event { at_ms, action });
             }
         }
+        // The persist delay and the operations around elections come from a
+        // stream of their own: the faults above stay what they were.
+        let mut ops = StdRng::seed_from_u64(seed ^ OPERATIONS_STREAM);
+        let mut timing = timing;
+        timing.persist_ms = ops.random_range(0..=20) * 100;
+        let around = operations_around_elections(&mut ops, &events, &nodes, &changefeeds, &timing);
+        events.extend(around);
         events.sort_by_key(|e| e.at_ms);
         Plan {
             seed,
@@ -272,6 +283,7 @@ impl Plan {
             removal_delay_ms: self.timing.removal_delay_ms,
             latency_ms: self.timing.latency_ms,
             tick_ms: 100,
+            persist_ms: self.timing.persist_ms,
             coordinator: CoordinatorConfig {
                 backoff_initial_ms: self.timing.backoff_initial_ms,
                 backoff_max_ms: self.timing.backoff_max_ms,
@@ -284,7 +296,7 @@ impl Plan {
     /// The plan as a readable timeline.
     pub fn timeline(&self) -> String {
         let mut out = format!(
-            "seed {} under {}: nodes {}, changefeeds {}{}, ttl {} ms, removal delay {} ms, backoff {}..{} ms, latency {} ms\n",
+            "seed {} under {}: nodes {}, changefeeds {}{}, ttl {} ms, removal delay {} ms, backoff {}..{} ms, latency {} ms, persist {} ms\n",
             self.seed,
             self.profile,
             self.nodes.join(","),
@@ -298,7 +310,8 @@ impl Plan {
             self.timing.removal_delay_ms,
             self.timing.backoff_initial_ms,
             self.timing.backoff_max_ms,
-            self.timing.latency_ms
+            self.timing.latency_ms,
+            self.timing.persist_ms
         );
         for e in &self.events {
             out.push_str(&format!(
@@ -314,6 +327,48 @@ impl Plan {
         ));
         out
     }
+}
+
+/// The seed of the stream that draws the persist delay and the operations
+/// around elections (`seed ^` it).
+const OPERATIONS_STREAM: u64 = 0x6f70_6572_6174_696f;
+
+/// Operations right before or after the plan's coordinator switches (a
+/// resign, a crash or restart of any node, which may be the coordinator's):
+/// 3 in 4 switches get one, before it within the persist delay (the window
+/// where an answer given before persisting loses its change) or after it.
+fn operations_around_elections(
+    rng: &mut StdRng,
+    events: &[Event],
+    nodes: &[String],
+    cfs: &[String],
+    t: &Timing,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    for e in events {
+        if !matches!(
+            e.action,
+            Action::Resign | Action::Crash { .. } | Action::Restart { .. }
+        ) || !rng.random_bool(0.75)
+        {
+            continue;
+        }
+        let kind = *[PlanFault::Recreate, PlanFault::PauseFeed, PlanFault::Move]
+            .choose(rng)
+            .expect("kinds");
+        let action = draw(rng, kind, nodes, cfs, t);
+        let at_ms = if rng.random_bool(2.0 / 3.0) {
+            let before = rng.random_range(0..=t.persist_ms / 100 + 1) * 100;
+            e.at_ms.saturating_sub(before)
+        } else {
+            e.at_ms + rng.random_range(0..=10) * 100
+        };
+        out.push(Event {
+            at_ms: at_ms.max(1_000),
+            action,
+        });
+    }
+    out
 }
 
 fn draw(rng: &mut StdRng, kind: PlanFault, nodes: &[String], cfs: &[String], t: &Timing) -> Action {
@@ -415,6 +470,9 @@ pub struct Observation {
     pub feeds: BTreeMap<String, (FeedState, u64)>,
     /// Per changefeed: up to which ts the sinks acknowledged all its rows.
     pub acknowledged: BTreeMap<String, u64>,
+    /// Whether a coordinator in office answers (its list is evidence for
+    /// the operations invariant; an election's gap is none).
+    pub lists: bool,
 }
 
 /// The bounds of the invariants, as the container checkers have them.
@@ -425,6 +483,9 @@ pub struct Bounds {
     pub removal_only_ms: u64,
     /// The checkpoint must grow over this window at the end of the run.
     pub advancing_ms: u64,
+    /// An acknowledged pause, resume or create shows in the list this soon
+    /// (its state is in etcd when it is acknowledged).
+    pub listed_ms: u64,
 }
 
 impl Bounds {
@@ -433,6 +494,7 @@ impl Bounds {
             broken_ms: t.ttl_ms + t.removal_delay_ms + 15_000,
             removal_only_ms: 2 * (t.ttl_ms + t.removal_delay_ms) + 15_000,
             advancing_ms: 5_000,
+            listed_ms: 1_000,
         }
     }
 }
@@ -445,6 +507,83 @@ pub struct Monitor {
     /// (time, checkpoint) per changefeed, for the end-of-run check.
     history: BTreeMap<String, Vec<(u64, u64)>>,
     pub findings: Vec<Finding>,
+}
+
+/// What the simulated user sent (the container runner's `OperationKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+#[strum(serialize_all = "snake_case")]
+pub enum OpKind {
+    Create,
+    Remove,
+    Pause,
+    Resume,
+    Move,
+}
+
+/// How an operation ended for the user (the runner's `OperationAnswer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpAnswer {
+    /// Still being tried.
+    Waiting,
+    Acknowledged,
+    /// A refusal after a try that got no answer (which may have taken it).
+    NoOp(String),
+    Refused(String),
+    /// "Retry later" on every try until the user gave up.
+    Declined(String),
+    Unanswered,
+}
+
+/// One operation of the simulated user and its answer, in ms from the
+/// start of the plan (as `run.json` records them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpRecord {
+    pub op: OpKind,
+    pub changefeed: String,
+    pub sent_ms: u64,
+    pub answered_ms: u64,
+    pub tries: u32,
+    pub answer: OpAnswer,
+}
+
+/// Whether `p`'s effect, or that it had none, was known by `t`: an
+/// acknowledgement before `t`, or a refusal (which changes nothing).
+fn settled_before(p: &OpRecord, t: u64) -> bool {
+    match p.answer {
+        OpAnswer::Acknowledged => p.answered_ms < t,
+        OpAnswer::Refused(_) => true,
+        _ => false,
+    }
+}
+
+/// The classes of the operations invariant, as the container checker
+/// (`harness::checker::operations`) names them. Moves are not judged: a
+/// move is not persisted (docs/control-plane.md §3.7), and a fault that
+/// ends its operator legitimately leaves the maintainer elsewhere.
+fn operation_broken(
+    op: &OpRecord,
+    listed: Option<FeedState>,
+    bounds: &Bounds,
+    now: u64,
+) -> Option<(&'static str, String)> {
+    let (bound, class) = match op.op {
+        OpKind::Remove => (bounds.removal_only_ms, "removal-lost"),
+        OpKind::Pause => (bounds.listed_ms, "pause-lost"),
+        OpKind::Create | OpKind::Resume => (bounds.listed_ms, "create-or-resume-lost"),
+        OpKind::Move => return None,
+    };
+    if now < op.answered_ms + bound {
+        return None;
+    }
+    let what = match (op.op, listed) {
+        (OpKind::Remove, Some(s)) => format!("is still listed ({s})"),
+        (OpKind::Pause, None) => "is not listed".into(),
+        (OpKind::Pause, Some(s)) if s != FeedState::Stopped => format!("is {s}, not stopped"),
+        (OpKind::Create | OpKind::Resume, None) => "is not listed".into(),
+        (OpKind::Create | OpKind::Resume, Some(FeedState::Stopped)) => "is stopped".into(),
+        _ => return None,
+    };
+    Some((class, what))
 }
 
 /// The class of an I2 reason, from [`Sim::broken_maintainer`]'s words.
@@ -555,6 +694,74 @@ impl Monitor {
         }
     }
 
+    /// The operations invariant (the container tier's *operations*): an
+    /// acknowledged operation takes effect within its bound and holds until
+    /// the next operation on its changefeed is sent; a refusal ("not found")
+    /// of a changefeed the acknowledged history says exists contradicts it.
+    pub fn operations(&mut self, now: u64, o: &Observation, ops: &[OpRecord]) {
+        for (i, op) in ops.iter().enumerate() {
+            let cf = &op.changefeed;
+            // The history decides only when it is known: every earlier
+            // operation on the changefeed settled before this one was sent
+            // (an answer of none or "retry later" may still take effect),
+            // and none was sent while this one was in flight (their order
+            // is unknown).
+            let known = ops.iter().enumerate().all(|(j, p)| {
+                j == i
+                    || p.changefeed != *cf
+                    || if p.sent_ms <= op.sent_ms {
+                        settled_before(p, op.sent_ms)
+                    } else {
+                        p.sent_ms > op.answered_ms
+                    }
+            });
+            if !known {
+                continue;
+            }
+            if let OpAnswer::Refused(why) = &op.answer {
+                // What exists follows from the earlier operations only when
+                // they did not overlap one another.
+                let earlier: Vec<&OpRecord> =
+                    ops[..i].iter().filter(|p| p.changefeed == *cf).collect();
+                if earlier.windows(2).any(|w| w[0].answered_ms >= w[1].sent_ms) {
+                    continue;
+                }
+                let exists = earlier
+                    .iter()
+                    .rev()
+                    .find(|p| p.answer == OpAnswer::Acknowledged)
+                    .is_some_and(|p| p.op != OpKind::Remove);
+                if exists && op.op != OpKind::Create && why.contains("not found") {
+                    let detail = format!(
+                        "{cf}: {} refused ({why}) at {} ms, though acknowledged operations say it exists",
+                        op.op, op.answered_ms
+                    );
+                    self.found("operations", "refusal-contradicts", now, detail);
+                }
+                continue;
+            }
+            if op.answer != OpAnswer::Acknowledged || !o.lists {
+                continue;
+            }
+            let later = ops[i + 1..]
+                .iter()
+                .filter(|p| p.changefeed == *cf)
+                .map(|p| p.sent_ms)
+                .min();
+            if later.is_some_and(|l| now >= l) {
+                continue;
+            }
+            let listed = o.feeds.get(cf).map(|(s, _)| *s);
+            if let Some((class, what)) = operation_broken(op, listed, &self.bounds, now) {
+                let detail = format!(
+                    "{cf}: {} acknowledged at {} ms (sent at {} ms, {} tries), yet at {now} ms it {what}",
+                    op.op, op.answered_ms, op.sent_ms, op.tries
+                );
+                self.found("operations", class, now, detail);
+            }
+        }
+    }
+
     /// `cf` was created again: its checkpoint starts over (a user may
     /// create it from any start), so "never back" holds per creation.
     pub fn created(&mut self, cf: &str) {
@@ -609,6 +816,7 @@ impl Monitor {
 fn observe(sim: &Sim, changefeeds: &[String], tables: &[String]) -> Observation {
     let mut o = Observation {
         coordinators: sim.coordinators(),
+        lists: sim.coordinator_answers(),
         ..Default::default()
     };
     for cf in changefeeds {
@@ -616,8 +824,8 @@ fn observe(sim: &Sim, changefeeds: &[String], tables: &[String]) -> Observation 
             o.broken.insert(cf.clone(), why);
         }
         if let Some(c) = sim.coordinator_opt().and_then(|c| c.changefeed(cf)) {
-            o.feeds
-                .insert(cf.clone(), (c.info.state, c.info.checkpoint_ts));
+            let cp = sim.reported_checkpoint(cf).unwrap_or(c.info.checkpoint_ts);
+            o.feeds.insert(cf.clone(), (c.info.state, cp));
         }
         o.acknowledged
             .insert(cf.clone(), sim.acknowledged(cf, tables));
@@ -657,6 +865,7 @@ enum Undo {
     Start(String),
     Resume(String),
     ClearFailpoint(String, Failpoint),
+    /// Resume the changefeed (sent only if its pause was acknowledged).
     ResumeFeed(String),
     /// Create the changefeed again from this checkpoint (retried while its
     /// removal is in flight).
@@ -676,15 +885,23 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
     sim.trace_messages = messages;
     let mut mon = Monitor::new(Bounds::of(&plan.timing));
     sim.run_for(1_000);
+    let start = sim.now;
+    let mut user = User::new(start);
     for cf in &plan.changefeeds {
-        let now = sim.now;
         let config = crate::messages::ChangefeedConfig {
             tables: plan.tables.clone(),
             ..Default::default()
         };
-        let _ = sim.coordinator_mut().create_changefeed(now, cf, 0, config);
+        user.ask(
+            &mut sim,
+            Operation::Create {
+                changefeed: cf.clone(),
+                start_ts: 0,
+                config,
+            },
+            None,
+        );
     }
-    let start = sim.now;
     let mut undo: BTreeMap<(u64, usize), Undo> = BTreeMap::new();
     let mut seq = 0usize;
     let mut applied = 0u64;
@@ -697,7 +914,7 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
             next += 1;
             applied += 1;
             seq += 1;
-            if let Some((after, u)) = apply(&mut sim, &e.action) {
+            if let Some((after, u)) = apply(&mut sim, &mut user, &e.action) {
                 undo.insert((t + after, seq), u);
             }
         }
@@ -713,7 +930,7 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
         }
         for u in todo {
             seq += 1;
-            match revert(&mut sim, u, &plan.tables) {
+            match revert(&mut sim, &mut user, u, &plan.tables) {
                 Reverted::Done => {}
                 Reverted::Retry(after, u) => {
                     undo.insert((t + after, seq), u);
@@ -726,13 +943,17 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
         }
         sim.run_for(100);
         t = sim.now - start;
-        mon.observe(t, &observe(&sim, &plan.changefeeds, &plan.tables));
+        for (at, u) in user.poll(&mut sim) {
+            seq += 1;
+            undo.insert((at.max(t), seq), u);
+        }
+        let o = observe(&sim, &plan.changefeeds, &plan.tables);
+        mon.observe(t, &o);
+        mon.operations(t, &o, &user.records);
     }
-    mon.finish(
-        t,
-        &observe(&sim, &plan.changefeeds, &plan.tables),
-        &plan.changefeeds,
-    );
+    let o = observe(&sim, &plan.changefeeds, &plan.tables);
+    mon.operations(t, &o, &user.records);
+    mon.finish(t, &o, &plan.changefeeds);
     let mut hash = sim.digest;
     for (at, line) in &sim.trace {
         fnv(&mut hash, &at.to_le_bytes());
@@ -763,7 +984,7 @@ fn filter(kind: &str, to: &Option<String>) -> Option<MsgFilter> {
 }
 
 /// Applies one fault; returns what undoes it and when (ms from now).
-fn apply(sim: &mut Sim, a: &Action) -> Option<(u64, Undo)> {
+fn apply(sim: &mut Sim, user: &mut User, a: &Action) -> Option<(u64, Undo)> {
     match a {
         Action::Hold {
             kind,
@@ -818,37 +1039,32 @@ fn apply(sim: &mut Sim, a: &Action) -> Option<(u64, Undo)> {
         }
         Action::Move { changefeed, to } => {
             if sim.is_running(to) && sim.coordinator_opt().is_some() {
-                let now = sim.now;
                 let dest = sim.id(to);
-                let _ = sim
-                    .coordinator_mut()
-                    .move_changefeed(now, changefeed, &dest);
+                user.ask(sim, Operation::Move(changefeed.clone(), dest), None);
             }
             None
         }
         Action::PauseFeed { changefeed, for_ms } => {
-            let now = sim.now;
             let c = sim.coordinator_opt()?.changefeed(changefeed)?;
             if c.info.state == FeedState::Stopped {
                 return None;
             }
-            sim.coordinator_mut().pause(now, changefeed).ok()?;
-            Some((*for_ms, Undo::ResumeFeed(changefeed.clone())))
+            let then = (*for_ms, Undo::ResumeFeed(changefeed.clone()));
+            user.ask(sim, Operation::Pause(changefeed.clone()), Some(then));
+            None
         }
         Action::Recreate {
             changefeed,
             after_ms,
         } => {
-            let now = sim.now;
             let c = sim.coordinator_opt()?;
             if c.is_removing(changefeed) {
                 return None;
             }
             let checkpoint = c.changefeed(changefeed)?.info.checkpoint_ts;
-            sim.coordinator_mut()
-                .remove_changefeed(now, changefeed)
-                .ok()?;
-            Some((*after_ms, Undo::Create(changefeed.clone(), checkpoint)))
+            let then = (*after_ms, Undo::Create(changefeed.clone(), checkpoint));
+            user.ask(sim, Operation::Remove(changefeed.clone()), Some(then));
+            None
         }
         Action::Failpoint {
             node,
@@ -876,7 +1092,7 @@ enum Reverted {
 }
 
 /// Undoes `u`.
-fn revert(sim: &mut Sim, u: Undo, tables: &[String]) -> Reverted {
+fn revert(sim: &mut Sim, user: &mut User, u: Undo, tables: &[String]) -> Reverted {
     match u {
         Undo::Release(r) => {
             sim.release(r);
@@ -886,23 +1102,23 @@ fn revert(sim: &mut Sim, u: Undo, tables: &[String]) -> Reverted {
         }
         Undo::Resume(node) => sim.resume(&node),
         Undo::ClearFailpoint(node, p) => sim.faults(&node).remove(p),
-        Undo::ResumeFeed(cf) => {
-            // A user retries while no coordinator is in office; a changefeed
-            // that is gone, being removed or already running needs nothing.
-            let now = sim.now;
-            if sim.coordinator_opt().is_none() {
-                return Reverted::Retry(500, Undo::ResumeFeed(cf));
-            }
-            let _ = sim.coordinator_mut().resume(now, &cf);
-        }
-        Undo::Create(cf, start) => return create_again(sim, &cf, start, tables),
+        // The user retries while no coordinator is in office; a changefeed
+        // that is gone, being removed or already running is a refusal.
+        Undo::ResumeFeed(cf) => user.ask(sim, Operation::Resume(cf), None),
+        Undo::Create(cf, start) => return create_again(sim, user, &cf, start, tables),
     }
     Reverted::Done
 }
 
 /// Creates `cf` again from its last checkpoint; retried every 500 ms while
 /// the coordinator still knows it (its removal is under way) or there is none.
-fn create_again(sim: &mut Sim, cf: &str, start: u64, tables: &[String]) -> Reverted {
+fn create_again(
+    sim: &mut Sim,
+    user: &mut User,
+    cf: &str,
+    start: u64,
+    tables: &[String],
+) -> Reverted {
     let Some(c) = sim.coordinator_opt() else {
         return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
     };
@@ -910,17 +1126,146 @@ fn create_again(sim: &mut Sim, cf: &str, start: u64, tables: &[String]) -> Rever
         let start = start.max(old.info.checkpoint_ts);
         return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
     }
-    let now = sim.now;
     let config = crate::messages::ChangefeedConfig {
         tables: tables.to_vec(),
         ..Default::default()
     };
-    match sim
-        .coordinator_mut()
-        .create_changefeed(now, cf, start, config)
-    {
-        Ok(_) => Reverted::Created(cf.to_string()),
-        Err(_) => Reverted::Retry(500, Undo::Create(cf.to_string(), start)),
+    let create = Operation::Create {
+        changefeed: cf.to_string(),
+        start_ts: start,
+        config,
+    };
+    user.ask(sim, create, None);
+    Reverted::Created(cf.to_string())
+}
+
+/// How long the user retries an operation the cluster cannot take now (the
+/// container runner's `OPERATION_TIMEOUT`, `CREATE_TIMEOUT` for a create).
+const OPERATION_TIMEOUT_MS: u64 = 30_000;
+const CREATE_TIMEOUT_MS: u64 = 90_000;
+
+/// An operation the user is still trying.
+struct InFlight {
+    record: usize,
+    request: Operation,
+    ticket: Option<u64>,
+    retry_at: u64,
+    deadline: u64,
+    unanswered_before: bool,
+    /// What follows an acknowledgement, in ms after the first send.
+    then: Option<(u64, Undo)>,
+}
+
+/// The simulated user, as the container runner behaves: an operation is
+/// retried every 500 ms while the answer is "retry later" or none came, a
+/// refusal after an unanswered try is no refusal of it, and every
+/// operation's final answer is recorded for the operations invariant.
+struct User {
+    start: u64,
+    records: Vec<OpRecord>,
+    flying: Vec<InFlight>,
+    /// What acknowledged operations set off, as (time, undo), until polled.
+    follow: Vec<(u64, Undo)>,
+}
+
+impl User {
+    fn new(start: u64) -> User {
+        User {
+            start,
+            records: Vec::new(),
+            flying: Vec::new(),
+            follow: Vec::new(),
+        }
+    }
+
+    fn ask(&mut self, sim: &mut Sim, request: Operation, then: Option<(u64, Undo)>) {
+        let t = sim.now - self.start;
+        let (op, changefeed) = match &request {
+            Operation::Create { changefeed, .. } => (OpKind::Create, changefeed.clone()),
+            Operation::Pause(cf) => (OpKind::Pause, cf.clone()),
+            Operation::Resume(cf) => (OpKind::Resume, cf.clone()),
+            Operation::Remove(cf) => (OpKind::Remove, cf.clone()),
+            Operation::Move(cf, _) => (OpKind::Move, cf.clone()),
+        };
+        let timeout = if op == OpKind::Create {
+            CREATE_TIMEOUT_MS
+        } else {
+            OPERATION_TIMEOUT_MS
+        };
+        self.records.push(OpRecord {
+            op,
+            changefeed,
+            sent_ms: t,
+            answered_ms: t,
+            tries: 1,
+            answer: OpAnswer::Waiting,
+        });
+        let ticket = sim.operate(&request);
+        self.flying.push(InFlight {
+            record: self.records.len() - 1,
+            request,
+            ticket: Some(ticket),
+            retry_at: u64::MAX,
+            deadline: t + timeout,
+            unanswered_before: false,
+            then,
+        });
+        // A refusal comes at once; its retry or record is due now.
+        self.replies(sim);
+    }
+
+    /// Takes the simulator's replies and sends the retries that are due;
+    /// returns what acknowledged operations set off, as (time, undo).
+    fn poll(&mut self, sim: &mut Sim) -> Vec<(u64, Undo)> {
+        self.replies(sim);
+        let t = sim.now - self.start;
+        for f in &mut self.flying {
+            if f.ticket.is_none() && f.retry_at <= t {
+                f.ticket = Some(sim.operate(&f.request));
+                self.records[f.record].tries += 1;
+            }
+        }
+        self.replies(sim);
+        std::mem::take(&mut self.follow)
+    }
+
+    fn replies(&mut self, sim: &mut Sim) {
+        for (ticket, at, reply) in sim.take_replies() {
+            let Some(i) = self.flying.iter().position(|f| f.ticket == Some(ticket)) else {
+                continue;
+            };
+            let at = at - self.start;
+            let f = &mut self.flying[i];
+            f.ticket = None;
+            let again = at + 500 < f.deadline;
+            let end = match reply {
+                Reply::Ok => Some(OpAnswer::Acknowledged),
+                Reply::Refused(why) if why.contains("already runs on") => Some(OpAnswer::NoOp(why)),
+                Reply::Refused(why) if why.contains("retry later") => {
+                    (!again).then_some(OpAnswer::Declined(why))
+                }
+                Reply::Refused(why) if f.unanswered_before => Some(OpAnswer::NoOp(why)),
+                Reply::Refused(why) => Some(OpAnswer::Refused(why)),
+                Reply::Unanswered => {
+                    f.unanswered_before = true;
+                    (!again).then_some(OpAnswer::Unanswered)
+                }
+            };
+            match end {
+                None => f.retry_at = at + 500,
+                Some(answer) => {
+                    let f = self.flying.remove(i);
+                    let r = &mut self.records[f.record];
+                    r.answered_ms = at;
+                    if answer == OpAnswer::Acknowledged {
+                        if let Some((after, u)) = f.then {
+                            self.follow.push((r.sent_ms + after, u));
+                        }
+                    }
+                    r.answer = answer;
+                }
+            }
+        }
     }
 }
 
@@ -1031,7 +1376,151 @@ mod tests {
             broken_ms: 1_000,
             removal_only_ms: 1_000,
             advancing_ms: 500,
+            listed_ms: 200,
         }
+    }
+
+    fn op(op: OpKind, sent_ms: u64, answered_ms: u64, answer: OpAnswer) -> OpRecord {
+        OpRecord {
+            op,
+            changefeed: "cf1".into(),
+            sent_ms,
+            answered_ms,
+            tries: 1,
+            answer,
+        }
+    }
+
+    /// Each class of the operations invariant fails on a history and a
+    /// listing that break it, and passes the same history when the listing
+    /// keeps it (or is no evidence, or a later operation took over).
+    #[test]
+    fn the_operations_invariant_has_negative_fixtures() {
+        use OpAnswer::*;
+        let listing = |state: Option<FeedState>, lists: bool| Observation {
+            lists,
+            feeds: state.map(|s| feeds(s, 10)).unwrap_or_default(),
+            ..Default::default()
+        };
+        let created = op(OpKind::Create, 0, 0, Acknowledged);
+        let judge = |ops: &[OpRecord], now: u64, o: &Observation| {
+            let mut m = Monitor::new(bounds());
+            m.operations(now, o, ops);
+            m.findings
+                .iter()
+                .map(Finding::signature)
+                .collect::<Vec<_>>()
+        };
+        let removed = [created.clone(), op(OpKind::Remove, 100, 200, Acknowledged)];
+        let paused = [created.clone(), op(OpKind::Pause, 100, 200, Acknowledged)];
+        let resumed = [
+            created.clone(),
+            op(OpKind::Pause, 100, 200, Acknowledged),
+            op(OpKind::Resume, 300, 400, Acknowledged),
+        ];
+        let cases: Vec<(&str, &[OpRecord], u64, Observation, Observation)> = vec![
+            (
+                "operations:removal-lost",
+                &removed,
+                1_300,
+                listing(Some(FeedState::Stopped), true),
+                listing(None, true),
+            ),
+            (
+                "operations:pause-lost",
+                &paused,
+                500,
+                listing(Some(FeedState::Normal), true),
+                listing(Some(FeedState::Stopped), true),
+            ),
+            (
+                "operations:create-or-resume-lost",
+                &resumed,
+                700,
+                listing(Some(FeedState::Stopped), true),
+                listing(Some(FeedState::Warning), true),
+            ),
+            (
+                "operations:create-or-resume-lost",
+                std::slice::from_ref(&created),
+                300,
+                listing(None, true),
+                listing(Some(FeedState::Normal), true),
+            ),
+        ];
+        for (want, ops, now, bad, good) in cases {
+            assert_eq!(judge(ops, now, &bad), vec![want.to_string()], "{want}");
+            assert!(judge(ops, now, &good).is_empty(), "{want}: kept");
+            let gap = Observation {
+                lists: false,
+                ..bad.clone()
+            };
+            assert!(judge(ops, now, &gap).is_empty(), "{want}: no evidence");
+            assert!(
+                judge(
+                    ops,
+                    (now - 1).min(ops.last().unwrap().answered_ms + 100),
+                    &bad
+                )
+                .is_empty(),
+                "{want}: within its bound"
+            );
+        }
+        // A later operation on the changefeed ends the window.
+        let mut again = removed.to_vec();
+        again.push(op(OpKind::Create, 1_000, 1_100, Acknowledged));
+        assert!(judge(&again, 1_300, &listing(Some(FeedState::Normal), true)).is_empty());
+        // A refusal contradicts the acknowledged history; the same words
+        // after an unanswered try (a no-op) or after a removal do not.
+        let refused = |answer| [created.clone(), op(OpKind::Pause, 100, 100, answer)];
+        let not_found = "changefeed cf1 not found".to_string();
+        let ok = listing(Some(FeedState::Normal), true);
+        assert_eq!(
+            judge(&refused(Refused(not_found.clone())), 200, &ok),
+            vec!["operations:refusal-contradicts".to_string()]
+        );
+        assert!(judge(&refused(NoOp(not_found.clone())), 200, &ok).is_empty());
+        let mut after_removal = removed.to_vec();
+        after_removal.push(op(OpKind::Pause, 300, 300, Refused(not_found.clone())));
+        assert!(judge(&after_removal, 400, &listing(None, true)).is_empty());
+        // Nor while the history is unknown: a removal answered "retry
+        // later" (it may still land), or one in flight when the pause went.
+        for earlier in [
+            op(OpKind::Remove, 50, 60, Declined("retry later".into())),
+            op(OpKind::Remove, 50, 150, Acknowledged),
+        ] {
+            let h = [
+                created.clone(),
+                earlier,
+                op(OpKind::Pause, 100, 100, Refused(not_found.clone())),
+            ];
+            assert!(judge(&h, 200, &ok).is_empty(), "{h:?}");
+        }
+        // A pause acknowledged while a removal was in flight is not judged
+        // (their order is unknown); the same pause after the removal's
+        // refusal is.
+        let crossed = [
+            created.clone(),
+            op(OpKind::Remove, 100, 400, Acknowledged),
+            op(OpKind::Pause, 200, 300, Acknowledged),
+            op(OpKind::Resume, 500, 500, Refused(not_found.clone())),
+        ];
+        assert!(judge(&crossed, 600, &listing(None, true)).is_empty());
+        let overlapping = [
+            created.clone(),
+            op(OpKind::Pause, 100, 300, Acknowledged),
+            op(OpKind::Remove, 200, 250, Acknowledged),
+        ];
+        assert!(judge(&overlapping, 600, &listing(None, true)).is_empty());
+        let after_refusal = [
+            created.clone(),
+            op(OpKind::Remove, 50, 60, Refused("retry? no".into())),
+            op(OpKind::Pause, 100, 300, Acknowledged),
+        ];
+        assert_eq!(
+            judge(&after_refusal, 600, &listing(None, true)),
+            vec!["operations:pause-lost".to_string()]
+        );
     }
 
     fn feeds(state: FeedState, cp: u64) -> BTreeMap<String, (FeedState, u64)> {
