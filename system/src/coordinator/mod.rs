@@ -682,18 +682,14 @@ impl Coordinator {
         }
         // 2. The changefeed's own status (TiCDC: Changefeed.UpdateStatus).
         let profile = self.profile;
-        if let Some(o) = self.orphans.get(&(cf.clone(), from.clone())) {
-            if s.epoch == o.epoch {
-                if s.state == ComponentState::Working && !s.removal_only {
-                    self.orphans
-                        .get_mut(&(cf.clone(), from.clone()))
-                        .expect("orphan")
-                        .last_seen_ms = now;
-                } else {
-                    self.orphans.remove(&(cf.clone(), from.clone()));
-                }
-                return;
+        let key = (cf.clone(), from.clone());
+        if let Some(o) = self.orphans.get_mut(&key).filter(|o| o.epoch == s.epoch) {
+            if s.state == ComponentState::Working && !s.removal_only {
+                o.last_seen_ms = now;
+            } else {
+                self.orphans.remove(&key);
             }
+            return;
         }
         let Some(c) = self.feeds.get_mut(&cf) else {
             self.stop_orphan(now, from, &s);
