@@ -77,9 +77,9 @@ fn malformed_fixture_is_rejected_with_file_line_and_hint(
 }
 
 #[test]
-fn there_are_twenty_malformed_fixtures_each_with_a_distinct_error() {
+fn there_are_twenty_six_malformed_fixtures_each_with_a_distinct_error() {
     let files = scenario::files_in(&malformed_dir()).unwrap();
-    assert_eq!(files.len(), 20);
+    assert_eq!(files.len(), 26);
     let mut messages: Vec<String> = files
         .iter()
         .map(|f| {
@@ -93,7 +93,11 @@ fn there_are_twenty_malformed_fixtures_each_with_a_distinct_error() {
         .collect();
     messages.sort();
     messages.dedup();
-    assert_eq!(messages.len(), 20, "two fixtures test the same error");
+    assert_eq!(
+        messages.len(),
+        files.len(),
+        "two fixtures test the same error"
+    );
 }
 
 #[rstest]

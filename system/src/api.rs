@@ -81,7 +81,7 @@ pub struct ChangefeedView {
     pub checkpoint_tso: u64,
     pub error: Option<FeedError>,
     pub sink_uri: String,
-    pub tables: Vec<String>,
+    pub tables: std::sync::Arc<Vec<String>>,
     pub epoch: u64,
     /// Where the coordinator believes the maintainer is.
     pub maintainer_node: Option<NodeId>,
@@ -268,7 +268,7 @@ mod tests {
             checkpoint_tso: 7,
             error: None,
             sink_uri: "kafka://k:9092/t".into(),
-            tables: vec!["shop.t0".into()],
+            tables: vec!["shop.t0".into()].into(),
             epoch: 2,
             maintainer_node: Some("n1".into()),
             scheduling: SchedulingState::Replicating,

@@ -258,7 +258,9 @@ impl DispatcherOrchestrator {
 /// an injected sink error is active or the manager closes; the error belongs
 /// to that manager incarnation and is gone once it is closed and rebuilt.
 /// What a table's sink acknowledged goes into the [`AckLedger`] shared by
-/// every node (it outlives crashes, as Kafka does).
+/// every node (it outlives crashes, as Kafka does). Tables are positions in
+/// their changefeed's list, so a heartbeat costs a pass over integers, not
+/// over names (`make bench-scale` runs a million tables).
 #[derive(Default)]
 pub struct SimBackend {
     pub node: NodeId,
@@ -268,22 +270,104 @@ pub struct SimBackend {
     ledger: AckLedger,
 }
 
-/// Per (changefeed, table), the highest commit ts whose rows a sink
-/// acknowledged; the changefeed itself (table `""`) when it names no tables.
-pub type AckLedger = std::sync::Arc<std::sync::Mutex<BTreeMap<(ChangefeedId, String), u64>>>;
+/// Per changefeed and table, the highest commit ts whose rows a sink
+/// acknowledged (the changefeed itself when it names no tables).
+#[derive(Clone, Default)]
+pub struct AckLedger(std::sync::Arc<std::sync::Mutex<BTreeMap<ChangefeedId, FeedLedger>>>);
+
+struct FeedLedger {
+    /// The changefeed's tables, as its config lists them.
+    tables: std::sync::Arc<Vec<String>>,
+    /// Each table's position in `tables`.
+    index: std::collections::HashMap<String, u32>,
+    /// Per position (position 0 alone when the changefeed names no tables).
+    acked: Vec<u64>,
+}
+
+impl FeedLedger {
+    fn new(tables: std::sync::Arc<Vec<String>>) -> Self {
+        let index = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        let acked = vec![0; tables.len().max(1)];
+        FeedLedger {
+            tables,
+            index,
+            acked,
+        }
+    }
+
+    /// The position of `table`, added when the list lacks it.
+    fn position(&mut self, table: &str) -> u32 {
+        if let Some(i) = self.index.get(table) {
+            return *i;
+        }
+        let i = self.acked.len() as u32;
+        std::sync::Arc::make_mut(&mut self.tables).push(table.to_string());
+        self.index.insert(table.to_string(), i);
+        self.acked.push(0);
+        i
+    }
+}
+
+impl AckLedger {
+    /// The ledger of `cf` for a manager of `config`: a changefeed created
+    /// again with another table list keeps what the tables it shares with
+    /// the earlier one acknowledged.
+    fn feed<'a>(
+        map: &'a mut BTreeMap<ChangefeedId, FeedLedger>,
+        cf: &str,
+        config: &ChangefeedConfig,
+    ) -> &'a mut FeedLedger {
+        let same = map.get(cf).is_some_and(|f| {
+            std::sync::Arc::ptr_eq(&f.tables, &config.tables)
+                || config.tables.iter().all(|t| f.index.contains_key(t))
+        });
+        if !same {
+            let mut fresh = FeedLedger::new(config.tables.clone());
+            if let Some(old) = map.get(cf) {
+                for (t, i) in &old.index {
+                    if let Some(j) = fresh.index.get(t) {
+                        fresh.acked[*j as usize] = old.acked[*i as usize];
+                    }
+                }
+            }
+            map.insert(cf.to_string(), fresh);
+        }
+        map.get_mut(cf).expect("inserted")
+    }
+
+    /// The highest ts up to which every table of `cf` was acknowledged (0
+    /// before anything was).
+    pub fn acknowledged(&self, cf: &str) -> u64 {
+        let map = self.0.lock().expect("ledger");
+        map.get(cf)
+            .and_then(|f| f.acked.iter().copied().min())
+            .unwrap_or(0)
+    }
+}
 
 struct SimManager {
     /// The checkpoint it was created from (its watermark while it hosts nothing).
     base: u64,
-    /// Per hosted table (`""` when the changefeed names none): its checkpoint.
-    tables: BTreeMap<String, u64>,
+    /// Hosted table positions and each one's checkpoint (position 0 for
+    /// the whole changefeed when it names no tables).
+    hosted: Vec<(u32, u64)>,
+    /// Whether the changefeed names tables (`tables()` lists none otherwise).
+    named: bool,
     error: Option<RunningError>,
     closing: bool,
 }
 
 impl SimManager {
     fn checkpoint(&self) -> u64 {
-        self.tables.values().copied().min().unwrap_or(self.base)
+        self.hosted
+            .iter()
+            .map(|(_, c)| *c)
+            .min()
+            .unwrap_or(self.base)
     }
 }
 
@@ -314,20 +398,27 @@ impl DispatcherBackend for SimBackend {
         tables: &[String],
         _now: u64,
     ) {
+        let mut map = self.ledger.0.lock().expect("ledger");
+        let feed = AckLedger::feed(&mut map, cf, config);
         let m = self
             .managers
             .entry(cf.into())
             .or_insert_with(|| SimManager {
                 base: checkpoint_ts,
-                tables: BTreeMap::new(),
+                hosted: Vec::new(),
+                named: !config.tables.is_empty(),
                 error: None,
                 closing: false,
             });
-        if config.tables.is_empty() {
-            m.tables.entry(String::new()).or_insert(checkpoint_ts);
+        let mut have: std::collections::HashSet<u32> = m.hosted.iter().map(|(i, _)| *i).collect();
+        if config.tables.is_empty() && have.insert(0) {
+            m.hosted.push((0, checkpoint_ts));
         }
         for t in tables {
-            m.tables.entry(t.clone()).or_insert(checkpoint_ts);
+            let i = feed.position(t);
+            if have.insert(i) {
+                m.hosted.push((i, checkpoint_ts));
+            }
         }
     }
     fn exists(&self, cf: &str) -> bool {
@@ -346,11 +437,14 @@ impl DispatcherBackend for SimBackend {
             });
         }
         if m.error.is_none() && !m.closing {
-            let mut ledger = self.ledger.lock().expect("ledger");
-            for (t, c) in m.tables.iter_mut() {
-                *c = (*c).max(now.saturating_sub(100));
-                let acked = ledger.entry((cf.to_string(), t.clone())).or_insert(0);
-                *acked = (*acked).max(*c);
+            let level = now.saturating_sub(100);
+            let mut map = self.ledger.0.lock().expect("ledger");
+            if let Some(feed) = map.get_mut(cf) {
+                for (i, c) in m.hosted.iter_mut() {
+                    *c = (*c).max(level);
+                    let acked = &mut feed.acked[*i as usize];
+                    *acked = (*acked).max(*c);
+                }
             }
         }
         Some(m.checkpoint())
@@ -381,9 +475,16 @@ impl DispatcherBackend for SimBackend {
         }
     }
     fn tables(&self, cf: &str) -> Vec<String> {
-        self.managers
-            .get(cf)
-            .map(|m| m.tables.keys().filter(|t| !t.is_empty()).cloned().collect())
-            .unwrap_or_default()
+        let Some(m) = self.managers.get(cf).filter(|m| m.named) else {
+            return Vec::new();
+        };
+        let map = self.ledger.0.lock().expect("ledger");
+        let Some(feed) = map.get(cf) else {
+            return Vec::new();
+        };
+        m.hosted
+            .iter()
+            .map(|(i, _)| feed.tables[*i as usize].clone())
+            .collect()
     }
 }

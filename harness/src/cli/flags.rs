@@ -141,6 +141,11 @@ pub enum Cmd {
         /// `--features mutants`; this one refuses it otherwise).
         #[arg(long, value_parser = cdc_system::mutant::Mutant::parse)]
         mutant: Option<cdc_system::mutant::Mutant>,
+        /// The size class of every plan: small (3-5 nodes, up to 12
+        /// tables), large (up to 100 nodes, 10,000 changefeeds, 1,000,000
+        /// tables) or all (each seed in both).
+        #[arg(long, default_value = "small", value_parser = crate::swarm::parse_sizes)]
+        size: std::vec::Vec<cdc_system::sim::swarm::Size>,
     },
     /// Exploration on real containers: each run's fault schedule is generated
     /// from (seed, run index) as an ordinary scenario file in the run's

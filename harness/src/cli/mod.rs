@@ -240,6 +240,7 @@ pub fn main(cli: Cli) -> ExitCode {
             export,
             shard,
             mutant,
+            size,
         } => {
             if mutant.is_some() && !cdc_system::mutant::Mutant::BUILT {
                 eprintln!("chaos sim: error: --mutant: this build carries no mutants; build with `cargo build -p harness --features mutants` (`make mutants` does)");
@@ -253,7 +254,11 @@ pub fn main(cli: Cli) -> ExitCode {
                 (Some(seed), _) => catalog::replay_and_export(
                     &cdc_system::sim::swarm::Plan {
                         mutant: *mutant,
-                        ..cdc_system::sim::swarm::Plan::generate(*seed, *profile)
+                        ..cdc_system::sim::swarm::Plan::generate_sized(
+                            *seed,
+                            *profile,
+                            size.first().copied().unwrap_or_default(),
+                        )
                     },
                     *trace,
                     export.as_deref(),
@@ -274,6 +279,7 @@ pub fn main(cli: Cli) -> ExitCode {
                     export: export.clone(),
                     shard: *shard,
                     mutant: *mutant,
+                    sizes: size.clone(),
                 }),
             };
             return match r {

@@ -476,7 +476,7 @@ mod tests {
                 checkpoint_tso: 42,
                 error: None,
                 sink_uri: "kafka://k:9092/t".into(),
-                tables: vec!["shop.t0".into()],
+                tables: vec!["shop.t0".into()].into(),
                 epoch: 1,
                 maintainer_node: None,
                 scheduling: SchedulingState::Replicating,

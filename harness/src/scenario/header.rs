@@ -183,6 +183,8 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         }
     };
 
+    check_workload(&raw.workload, doc, errors);
+
     // changefeeds
     let mut changefeeds: Vec<String> = Vec::new();
     for cf in &raw.changefeeds {
@@ -325,6 +327,45 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
 
 /// Lowercase letters, digits and `-`, not starting with `-`: scenario,
 /// changefeed and step names.
+/// `[workload]` within what this machine class runs (2 cores; the figures
+/// behind each bound are in its message).
+fn check_workload(w: &Workload, doc: &DeTable<'_>, errors: &mut Errors<'_>) {
+    use super::model::{MAX_ROWS, MAX_ROWS_PER_SEC, MAX_TABLES};
+    let at = |key: &str| {
+        spans::key_in(doc, &["workload"], key)
+            .or_else(|| spans::entry(doc, "workload").map(|(k, _)| k.start))
+            .unwrap_or(0)
+    };
+    if !(1..=MAX_TABLES).contains(&w.tables) {
+        errors.add(
+            at("tables"),
+            format!("workload.tables = {} is out of range", w.tables),
+            format!("a workload writes 1 to {MAX_TABLES} tables: every table is a dispatcher on a node and a Kafka partition's producer state, and {MAX_TABLES} over 10 changefeeds on 5 nodes is the largest cluster the catalog runs on 2 cores"),
+        );
+    }
+    if !(1..=MAX_ROWS_PER_SEC).contains(&w.rows_per_sec) {
+        errors.add(
+            at("rows_per_sec"),
+            format!("workload.rows_per_sec = {} is out of range", w.rows_per_sec),
+            format!("write 1 to {MAX_ROWS_PER_SEC} rows a second: one node's shared producer measured 74,493 rows/s on 2 cores (`make bench`), and a cluster must drain a 30 s outage's backlog while writing on (at a quarter of that throughput, within about 10 s)"),
+        );
+    }
+    let rows = w.tables as u64 * w.keys_per_table as u64;
+    if w.keys_per_table == 0 {
+        errors.add(
+            at("keys_per_table"),
+            "workload.keys_per_table = 0: the workload has no key to write",
+            "give each table at least one key, e.g. keys_per_table = 1000",
+        );
+    } else if rows > MAX_ROWS {
+        errors.add(
+            at("keys_per_table"),
+            format!("workload: tables x keys_per_table = {rows} keys, above {MAX_ROWS}"),
+            format!("the upstream and the no-data-loss checker keep the last value of every key in memory (about 100 bytes each): keep tables x keys_per_table at or below {MAX_ROWS}, e.g. fewer keys per table"),
+        );
+    }
+}
+
 pub(crate) fn is_slug(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()

@@ -134,6 +134,12 @@ impl Timing {
     }
 }
 
+/// The largest `[workload]` a scenario may ask for (validated in
+/// `header::check_workload`, whose messages give each bound's reason).
+pub const MAX_TABLES: u32 = 1_000;
+pub const MAX_ROWS_PER_SEC: u32 = 20_000;
+pub const MAX_ROWS: u64 = 10_000_000;
+
 /// The upstream workload.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

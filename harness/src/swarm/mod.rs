@@ -13,7 +13,7 @@ pub use export::{sender_of, sender_role};
 
 use anyhow::{bail, Context, Result};
 use cdc_system::profile::Profile;
-use cdc_system::sim::swarm::{self, Finding, Plan};
+use cdc_system::sim::swarm::{self, Finding, Plan, Size};
 
 /// What `chaos sim` was asked for.
 #[derive(Debug, Clone)]
@@ -33,13 +33,26 @@ pub struct SimRequest {
     pub shard: Option<crate::shard::Shard>,
     /// The bug switch on in every simulated node (a `mutants` build).
     pub mutant: Option<cdc_system::mutant::Mutant>,
+    /// The size classes each seed runs in (`--size`; both for `all`).
+    pub sizes: Vec<Size>,
 }
 
-/// The plan of `seed` under `req` (its profile and mutant).
-pub fn plan_of(req: &SimRequest, seed: u64) -> Plan {
+/// `--size`: one class, or `all` (each seed in every class).
+pub fn parse_sizes(s: &str) -> Result<Vec<Size>, String> {
+    use strum::IntoEnumIterator;
+    if s == "all" {
+        return Ok(Size::iter().collect());
+    }
+    s.parse::<Size>().map(|z| vec![z]).map_err(|_| {
+        format!("--size {s:?}: expected small (3-5 nodes, up to 12 tables), large (up to 100 nodes, 10,000 changefeeds, 1,000,000 tables) or all")
+    })
+}
+
+/// The plan of `seed` in class `size` under `req` (its profile and mutant).
+pub fn plan_of(req: &SimRequest, seed: u64, size: Size) -> Plan {
     Plan {
         mutant: req.mutant,
-        ..Plan::generate(seed, req.profile)
+        ..Plan::generate_sized(seed, req.profile, size)
     }
 }
 
@@ -67,6 +80,7 @@ pub fn parse_seeds(s: &str) -> Result<(u64, u64), String> {
 #[derive(Debug, Clone)]
 struct Found {
     seed: u64,
+    size: Size,
     finding: Finding,
     after: Duration,
 }
@@ -86,7 +100,13 @@ pub struct Sweep {
 /// `Ok(true)` when something was found.
 pub fn sim(req: &SimRequest) -> Result<bool> {
     let t0 = Instant::now();
-    let next = AtomicU64::new(req.seeds.0);
+    let sizes: Vec<Size> = if req.sizes.is_empty() {
+        vec![Size::Small]
+    } else {
+        req.sizes.clone()
+    };
+    let per_seed = sizes.len() as u64;
+    let next = AtomicU64::new(0);
     let runs = AtomicU64::new(0);
     let events = AtomicU64::new(0);
     let nondeterministic = AtomicBool::new(false);
@@ -102,7 +122,9 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
                 if req.budget.is_some_and(|b| t0.elapsed() >= b) {
                     return;
                 }
-                let seed = next.fetch_add(1, Ordering::Relaxed);
+                let item = next.fetch_add(1, Ordering::Relaxed);
+                let seed = req.seeds.0.saturating_add(item / per_seed);
+                let size = sizes[(item % per_seed) as usize];
                 if seed >= end {
                     return;
                 }
@@ -111,7 +133,7 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
                 }) {
                     continue;
                 }
-                let plan = plan_of(req, seed);
+                let plan = plan_of(req, seed, size);
                 let o = swarm::run(&plan);
                 runs.fetch_add(1, Ordering::Relaxed);
                 events.fetch_add(o.events, Ordering::Relaxed);
@@ -125,6 +147,7 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
                     for finding in o.findings {
                         f.push(Found {
                             seed,
+                            size,
                             finding,
                             after,
                         });
@@ -174,7 +197,7 @@ pub fn sim(req: &SimRequest) -> Result<bool> {
             first.after.as_secs_f64(),
             first.finding.detail
         );
-        let plan = plan_of(req, first.seed);
+        let plan = plan_of(req, first.seed, first.size);
         let shrunk = swarm::shrink(&plan, sig, req.shrink_runs);
         println!(
             "  shrunk from {} to {} fault(s):\n{}",
@@ -245,6 +268,15 @@ pub fn replay(plan: &Plan, trace: bool) -> Result<bool> {
 
 /// Writes `plan` as the scenario `dir/<name>.toml` and says what was left out.
 pub fn export_to(plan: &Plan, name: &str, dir: &Path) -> Result<PathBuf> {
+    if plan.nodes.len() > 5 || !plan.table_counts.is_empty() {
+        bail!(
+            "plan {name} is of the {} class ({} nodes, {} changefeeds, {} tables): a container run holds at most 5 nodes and one table list; shrink it first (the shrunk plan of a finding halves its sizes) or replay it in the simulator with --plan",
+            plan.size,
+            plan.nodes.len(),
+            plan.changefeeds.len(),
+            plan.total_tables()
+        );
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let e = export::export(plan, name);
     let path = dir.join(format!("{name}.toml"));

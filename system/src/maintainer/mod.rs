@@ -126,10 +126,19 @@ impl Maintainer {
             let orphans = self.assignment.remove(g).unwrap_or_default();
             self.awaiting.remove(g);
             if !orphans.is_empty() {
-                tracing::info!(changefeed = %self.changefeed, node = %g, tables = ?orphans, "rescheduling the tables of a departed node");
+                tracing::info!(changefeed = %self.changefeed, node = %g, tables = orphans.len(), "rescheduling the tables of a departed node");
             }
         }
         self.schedule_missing(alive)
+    }
+
+    /// How many tables each node hosts (what the logs show of the
+    /// assignment: a list of a million names is no log line).
+    pub fn load(&self) -> BTreeMap<&str, usize> {
+        self.assignment
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.len()))
+            .collect()
     }
 
     pub fn status(&self) -> MaintainerStatus {
@@ -208,8 +217,14 @@ impl Maintainer {
             // Asked to host more tables: only an answer that hosts them all
             // is the answer (a late copy of an earlier answer is not; found
             // by `chaos sim`, seed 53613: the table was hosted nowhere).
-            let asked = self.assignment.get(from).cloned().unwrap_or_default();
-            if !asked.iter().all(|t| tables.contains(t)) {
+            let hosts: std::collections::HashSet<&str> =
+                tables.iter().map(String::as_str).collect();
+            let asked = self
+                .assignment
+                .get(from)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if !asked.iter().all(|t| hosts.contains(t.as_str())) {
                 return vec![];
             }
         }
@@ -227,7 +242,7 @@ impl Maintainer {
             out.extend(self.schedule_missing(alive));
             self.bootstrap_done = true;
             self.status_changed = true;
-            tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, assignment = ?self.assignment, "maintainer bootstrapped");
+            tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, tables_per_node = ?self.load(), "maintainer bootstrapped");
         }
         out
     }
@@ -242,12 +257,17 @@ impl Maintainer {
         // passed what its sink had acknowledged).
         self.assignment.retain(|n, _| alive.contains(n));
         self.watermarks.retain(|n, _| alive.contains(n));
-        let hosted: BTreeSet<&String> = self.assignment.values().flatten().collect();
+        let hosted: std::collections::HashSet<&str> = self
+            .assignment
+            .values()
+            .flatten()
+            .map(String::as_str)
+            .collect();
         let mut missing: Vec<String> = self
             .config
             .tables
             .iter()
-            .filter(|t| !hosted.contains(t))
+            .filter(|t| !hosted.contains(t.as_str()))
             .cloned()
             .collect();
         missing.sort();
@@ -257,17 +277,20 @@ impl Maintainer {
         for n in alive {
             self.assignment.entry(n.clone()).or_default();
         }
+        // The least-loaded node first, ties by ID: a heap of (load, node)
+        // makes placing T tables on N nodes T log N, not T x N.
+        let mut load: BTreeSet<(usize, NodeId)> = self
+            .assignment
+            .iter()
+            .map(|(n, ts)| (ts.len(), n.clone()))
+            .collect();
         let mut targets = BTreeSet::new();
         for t in missing {
-            let Some(n) = self
-                .assignment
-                .iter()
-                .min_by_key(|(n, ts)| (ts.len(), (*n).clone()))
-                .map(|(n, _)| n.clone())
-            else {
+            let Some((len, n)) = load.pop_first() else {
                 break;
             };
             self.assignment.get_mut(&n).unwrap().push(t);
+            load.insert((len + 1, n.clone()));
             targets.insert(n);
         }
         for n in &targets {
@@ -413,7 +436,7 @@ impl Maintainer {
                 out.extend(self.schedule_missing(alive));
                 self.bootstrap_done = true;
                 self.status_changed = true;
-                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, assignment = ?self.assignment, "maintainer bootstrapped (the last node it waited for left)");
+                tracing::info!(changefeed = %self.changefeed, epoch = self.epoch, tables_per_node = ?self.load(), "maintainer bootstrapped (the last node it waited for left)");
             } else if now >= self.bootstrap_last_sent_ms + BOOTSTRAP_RESEND_MS {
                 self.bootstrap_last_sent_ms = now;
                 out.extend(self.bootstrap_requests(&self.bootstrap_pending.clone()));
@@ -460,7 +483,7 @@ mod tests {
     fn config(tables: &[&str]) -> ChangefeedConfig {
         ChangefeedConfig {
             sink_uri: "kafka://k:9092/t".into(),
-            tables: tables.iter().map(|t| t.to_string()).collect(),
+            tables: std::sync::Arc::new(tables.iter().map(|t| t.to_string()).collect()),
         }
     }
 

@@ -308,7 +308,7 @@ async fn create(State(api): State<Api>, body: axum::body::Bytes) -> Response {
     };
     let config = ChangefeedConfig {
         sink_uri: req.sink_uri,
-        tables: req.tables,
+        tables: req.tables.into(),
     };
     let id = req.changefeed_id.clone();
     match api

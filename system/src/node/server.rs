@@ -1034,7 +1034,7 @@ mod tests {
             checkpoint_tso: checkpoint,
             error: None,
             sink_uri: String::new(),
-            tables: vec![],
+            tables: Default::default(),
             epoch: 1,
             maintainer_node: None,
             scheduling: crate::api::SchedulingState::Absent,

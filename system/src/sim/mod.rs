@@ -1031,19 +1031,8 @@ impl Sim {
     /// The highest ts up to which the sinks acknowledged every row of `cf`
     /// (the minimum over its tables, or the changefeed's own entry when it
     /// names none); 0 before anything was acknowledged.
-    pub fn acknowledged(&self, cf: &str, tables: &[String]) -> u64 {
-        let ledger = self.ledger.lock().expect("ledger");
-        let get = |t: &str| {
-            ledger
-                .get(&(cf.to_string(), t.to_string()))
-                .copied()
-                .unwrap_or(0)
-        };
-        if tables.is_empty() {
-            get("")
-        } else {
-            tables.iter().map(|t| get(t)).min().unwrap_or(0)
-        }
+    pub fn acknowledged(&self, cf: &str) -> u64 {
+        self.ledger.acknowledged(cf)
     }
 
     pub fn checkpoint(&self, cf: &str) -> u64 {

@@ -194,6 +194,13 @@ pub struct Plan {
     /// The tables of every changefeed (none: a changefeed is one unit).
     #[serde(default)]
     pub tables: Vec<String>,
+    /// The size class the plan was drawn in.
+    #[serde(default, skip_serializing_if = "Size::is_small")]
+    pub size: Size,
+    /// Per changefeed (in `changefeeds` order), how many tables it has,
+    /// named `db.t1`..; when set it replaces `tables` (the large class).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table_counts: Vec<u32>,
     pub timing: Timing,
     /// The fault kinds this seed enables (swarm testing).
     pub kinds: Vec<PlanFault>,
@@ -204,6 +211,93 @@ pub struct Plan {
     /// The bug switch on in every node (`chaos sim --mutant`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mutant: Option<crate::mutant::Mutant>,
+}
+
+/// How large a plan's cluster is: a size is drawn like a fault.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::EnumIter,
+    strum::Display,
+    strum::EnumString,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Size {
+    /// 3-5 nodes, 1-3 changefeeds of 0-4 tables.
+    #[default]
+    Small,
+    /// TiCDC's documented envelope: 3-100 nodes, 1-10,000 changefeeds and
+    /// 100,000-1,000,000 tables in total, spread unevenly, one changefeed
+    /// holding at least 100,000 (each drawn log-uniformly).
+    Large,
+}
+
+impl Size {
+    pub fn is_small(&self) -> bool {
+        *self == Size::Small
+    }
+}
+
+/// The seed of the stream that draws a large plan's sizes (`seed ^` it).
+const SIZE_STREAM: u64 = 0x7369_7a65_7369_7a65;
+
+/// The most tables, changefeeds and nodes a large plan draws.
+pub const LARGE_TABLES: u64 = 1_000_000;
+pub const LARGE_CHANGEFEEDS: u64 = 10_000;
+pub const LARGE_NODES: u64 = 100;
+/// The tables of the large class's biggest changefeed, at least.
+pub const LARGE_BIGGEST: u64 = 100_000;
+
+/// An integer drawn log-uniformly from `lo..=hi`.
+fn log_uniform(rng: &mut StdRng, lo: u64, hi: u64) -> u64 {
+    let (a, b) = ((lo as f64).ln(), (hi as f64 + 1.0).ln());
+    (rng.random_range(a..b).exp() as u64).clamp(lo, hi)
+}
+
+/// Node names of a plan of `n` nodes: `A`..`E` for the small class, `N1`..
+/// beyond it.
+fn node_names(n: usize) -> Vec<String> {
+    if n <= 5 {
+        ["A", "B", "C", "D", "E"][..n]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        (1..=n).map(|i| format!("N{i}")).collect()
+    }
+}
+
+/// `total` tables over `feeds` changefeeds: the first holds at least
+/// `biggest`, the rest share what is left by heavy-tailed weights, each
+/// at least one.
+fn spread(rng: &mut StdRng, total: u64, feeds: u64, biggest: u64) -> Vec<u32> {
+    let rest = feeds - 1;
+    let first = rng.random_range(biggest.min(total - rest)..=total - rest);
+    let mut counts = vec![first];
+    let left = total - first - rest;
+    let weights: Vec<f64> = (0..rest)
+        .map(|_| 1.0 / rng.random_range(0.01f64..1.0).powf(1.5))
+        .collect();
+    let sum: f64 = weights.iter().sum();
+    let mut given = 0;
+    for w in &weights {
+        let c = ((left as f64) * w / sum) as u64;
+        given += c;
+        counts.push(1 + c);
+    }
+    if rest > 0 {
+        counts[1] += left - given;
+    } else {
+        counts[0] += left - given;
+    }
+    counts.into_iter().map(|c| c as u32).collect()
 }
 
 /// The failpoints the simulated state machines evaluate, with the terms a
@@ -221,15 +315,27 @@ impl Plan {
     /// timing within the system's bounds, and up to 12 faults of the kinds
     /// the seed enables, in the first half of a 60 s run.
     pub fn generate(seed: u64, profile: Profile) -> Plan {
+        Plan::generate_sized(seed, profile, Size::Small)
+    }
+
+    /// The plan of `seed` in size class `size`. A large plan draws its sizes
+    /// from a stream of its own and its faults as a small one does, over
+    /// its nodes and changefeeds.
+    pub fn generate_sized(seed: u64, profile: Profile, size: Size) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
-        let names = ["A", "B", "C", "D", "E"];
-        let nodes: Vec<String> = names[..rng.random_range(3..=5)]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let changefeeds: Vec<String> = (1..=rng.random_range(1..=3))
+        let mut nodes = node_names(rng.random_range(3..=5));
+        let mut changefeeds: Vec<String> = (1..=rng.random_range(1..=3))
             .map(|i| format!("cf{i}"))
             .collect();
+        let mut table_counts = Vec::new();
+        if size == Size::Large {
+            let mut sz = StdRng::seed_from_u64(seed ^ SIZE_STREAM);
+            nodes = node_names(log_uniform(&mut sz, 3, LARGE_NODES) as usize);
+            let feeds = log_uniform(&mut sz, 1, LARGE_CHANGEFEEDS);
+            changefeeds = (1..=feeds).map(|i| format!("cf{i}")).collect();
+            let total = log_uniform(&mut sz, LARGE_BIGGEST + feeds - 1, LARGE_TABLES);
+            table_counts = spread(&mut sz, total, feeds, LARGE_BIGGEST);
+        }
         let backoff_initial_ms = rng.random_range(1..=3) * 1_000;
         let timing = Timing {
             ttl_ms: rng.random_range(3..=10) * 1_000,
@@ -261,18 +367,50 @@ impl Plan {
         let around = operations_around_elections(&mut ops, &events, &nodes, &changefeeds, &timing);
         events.extend(around);
         events.sort_by_key(|e| e.at_ms);
+        let tables = if table_counts.is_empty() {
+            tables
+        } else {
+            Vec::new()
+        };
         Plan {
             seed,
             profile,
             nodes,
             changefeeds,
             tables,
+            size,
+            table_counts,
             timing,
             kinds,
             events,
             heal_ms,
             end_ms: 60_000,
             mutant: None,
+        }
+    }
+
+    /// Each changefeed's table list, shared by every request that carries it.
+    pub fn table_lists(&self) -> BTreeMap<String, std::sync::Arc<Vec<String>>> {
+        let shared = std::sync::Arc::new(self.tables.clone());
+        self.changefeeds
+            .iter()
+            .enumerate()
+            .map(|(i, cf)| {
+                let list = match self.table_counts.get(i) {
+                    Some(n) => std::sync::Arc::new((1..=*n).map(|t| format!("db.t{t}")).collect()),
+                    None => shared.clone(),
+                };
+                (cf.clone(), list)
+            })
+            .collect()
+    }
+
+    /// Tables over all changefeeds.
+    pub fn total_tables(&self) -> u64 {
+        if self.table_counts.is_empty() {
+            (self.tables.len() * self.changefeeds.len()) as u64
+        } else {
+            self.table_counts.iter().map(|c| *c as u64).sum()
         }
     }
 
@@ -299,9 +437,23 @@ impl Plan {
             "seed {} under {}: nodes {}, changefeeds {}{}, ttl {} ms, removal delay {} ms, backoff {}..{} ms, latency {} ms, persist {} ms\n",
             self.seed,
             self.profile,
-            self.nodes.join(","),
-            self.changefeeds.join(","),
-            if self.tables.is_empty() {
+            if self.nodes.len() > 5 {
+                format!("{} ({}..{})", self.nodes.len(), self.nodes[0], self.nodes[self.nodes.len() - 1])
+            } else {
+                self.nodes.join(",")
+            },
+            if self.changefeeds.len() > 5 {
+                format!("{} (cf1..cf{})", self.changefeeds.len(), self.changefeeds.len())
+            } else {
+                self.changefeeds.join(",")
+            },
+            if !self.table_counts.is_empty() {
+                format!(
+                    " ({} tables, the largest changefeed {})",
+                    self.total_tables(),
+                    self.table_counts.iter().max().unwrap_or(&0)
+                )
+            } else if self.tables.is_empty() {
                 String::new()
             } else {
                 format!(" (tables {})", self.tables.join(","))
@@ -813,7 +965,7 @@ impl Monitor {
     }
 }
 
-fn observe(sim: &Sim, changefeeds: &[String], tables: &[String]) -> Observation {
+fn observe(sim: &Sim, changefeeds: &[String]) -> Observation {
     let mut o = Observation {
         coordinators: sim.coordinators(),
         lists: sim.coordinator_answers(),
@@ -827,21 +979,19 @@ fn observe(sim: &Sim, changefeeds: &[String], tables: &[String]) -> Observation 
             let cp = sim.reported_checkpoint(cf).unwrap_or(c.info.checkpoint_ts);
             o.feeds.insert(cf.clone(), (c.info.state, cp));
         }
-        o.acknowledged
-            .insert(cf.clone(), sim.acknowledged(cf, tables));
+        o.acknowledged.insert(cf.clone(), sim.acknowledged(cf));
     }
+    // Each node's maintainers once (a lookup per changefeed and node costs
+    // changefeeds x nodes at every observation); the simulator only hosts
+    // maintainers of the plan's changefeeds.
     for n in sim.running() {
-        for cf in changefeeds {
-            if let Some(m) = n.manager.maintainer(cf) {
-                if m.removal_only {
-                    o.removal_only.push((
-                        cf.clone(),
-                        n.id.clone(),
-                        sim.now.saturating_sub(m.since_ms),
-                    ));
-                } else if m.removing.is_none() {
-                    *o.live.entry(cf.clone()).or_default() += 1;
-                }
+        for m in n.manager.maintainers() {
+            let cf = &m.changefeed;
+            if m.removal_only {
+                o.removal_only
+                    .push((cf.clone(), n.id.clone(), sim.now.saturating_sub(m.since_ms)));
+            } else if m.removing.is_none() {
+                *o.live.entry(cf.clone()).or_default() += 1;
             }
         }
     }
@@ -887,9 +1037,10 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
     sim.run_for(1_000);
     let start = sim.now;
     let mut user = User::new(start);
+    let lists = plan.table_lists();
     for cf in &plan.changefeeds {
         let config = crate::messages::ChangefeedConfig {
-            tables: plan.tables.clone(),
+            tables: lists[cf].clone(),
             ..Default::default()
         };
         user.ask(
@@ -930,7 +1081,7 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
         }
         for u in todo {
             seq += 1;
-            match revert(&mut sim, &mut user, u, &plan.tables) {
+            match revert(&mut sim, &mut user, u, &lists) {
                 Reverted::Done => {}
                 Reverted::Retry(after, u) => {
                     undo.insert((t + after, seq), u);
@@ -947,11 +1098,11 @@ pub fn run_traced(plan: &Plan, messages: bool) -> (Outcome, Vec<(u64, String)>) 
             seq += 1;
             undo.insert((at.max(t), seq), u);
         }
-        let o = observe(&sim, &plan.changefeeds, &plan.tables);
+        let o = observe(&sim, &plan.changefeeds);
         mon.observe(t, &o);
         mon.operations(t, &o, &user.records);
     }
-    let o = observe(&sim, &plan.changefeeds, &plan.tables);
+    let o = observe(&sim, &plan.changefeeds);
     mon.operations(t, &o, &user.records);
     mon.finish(t, &o, &plan.changefeeds);
     let mut hash = sim.digest;
@@ -1092,7 +1243,12 @@ enum Reverted {
 }
 
 /// Undoes `u`.
-fn revert(sim: &mut Sim, user: &mut User, u: Undo, tables: &[String]) -> Reverted {
+fn revert(
+    sim: &mut Sim,
+    user: &mut User,
+    u: Undo,
+    tables: &BTreeMap<String, std::sync::Arc<Vec<String>>>,
+) -> Reverted {
     match u {
         Undo::Release(r) => {
             sim.release(r);
@@ -1105,7 +1261,10 @@ fn revert(sim: &mut Sim, user: &mut User, u: Undo, tables: &[String]) -> Reverte
         // The user retries while no coordinator is in office; a changefeed
         // that is gone, being removed or already running is a refusal.
         Undo::ResumeFeed(cf) => user.ask(sim, Operation::Resume(cf), None),
-        Undo::Create(cf, start) => return create_again(sim, user, &cf, start, tables),
+        Undo::Create(cf, start) => {
+            let list = tables.get(&cf).cloned().unwrap_or_default();
+            return create_again(sim, user, &cf, start, list);
+        }
     }
     Reverted::Done
 }
@@ -1117,7 +1276,7 @@ fn create_again(
     user: &mut User,
     cf: &str,
     start: u64,
-    tables: &[String],
+    tables: std::sync::Arc<Vec<String>>,
 ) -> Reverted {
     let Some(c) = sim.coordinator_opt() else {
         return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
@@ -1127,7 +1286,7 @@ fn create_again(
         return Reverted::Retry(500, Undo::Create(cf.to_string(), start));
     }
     let config = crate::messages::ChangefeedConfig {
-        tables: tables.to_vec(),
+        tables,
         ..Default::default()
     };
     let create = Operation::Create {
@@ -1276,6 +1435,29 @@ pub fn shrink(plan: &Plan, signature: &str, budget: usize) -> Plan {
     let holds = |p: &Plan| run(p).findings.iter().any(|f| f.signature() == signature);
     let mut best = plan.clone();
     let mut runs = 0;
+    // Sizes first (a smaller cluster makes every later run cheaper): halve
+    // the tables of every changefeed, then drop changefeeds and nodes no
+    // event names, while the finding holds.
+    while runs < budget {
+        let Some(p) = smaller(&best) else { break };
+        runs += 1;
+        if holds(&p) {
+            best = p;
+        } else {
+            break;
+        }
+    }
+    for step in [drop_unnamed_changefeeds, drop_unnamed_nodes] {
+        if runs >= budget {
+            break;
+        }
+        if let Some(p) = step(&best) {
+            runs += 1;
+            if holds(&p) {
+                best = p;
+            }
+        }
+    }
     let mut i = 0;
     while i < best.events.len() && runs < budget {
         let mut p = best.clone();
@@ -1305,6 +1487,77 @@ pub fn shrink(plan: &Plan, signature: &str, budget: usize) -> Plan {
         }
     }
     best
+}
+
+/// The plan with every changefeed's tables halved (at least one each);
+/// `None` when nothing is left to halve.
+fn smaller(plan: &Plan) -> Option<Plan> {
+    if plan.table_counts.iter().all(|c| *c <= 1) {
+        return None;
+    }
+    let mut p = plan.clone();
+    for c in &mut p.table_counts {
+        *c = (*c / 2).max(1);
+    }
+    Some(p)
+}
+
+/// What the plan's events name (a node or changefeed may hide in a
+/// failpoint's node, a move's target, or a message route).
+fn named(plan: &Plan) -> String {
+    plan.events
+        .iter()
+        .map(|e| format!("{:?}", e.action))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The plan without the changefeeds no event names (the first always stays).
+fn drop_unnamed_changefeeds(plan: &Plan) -> Option<Plan> {
+    let names = named(plan);
+    let keep: Vec<usize> = (0..plan.changefeeds.len())
+        .filter(|i| *i == 0 || names.contains(&format!("\"{}\"", plan.changefeeds[*i])))
+        .collect();
+    if keep.len() == plan.changefeeds.len() {
+        return None;
+    }
+    let mut p = plan.clone();
+    p.changefeeds = keep.iter().map(|i| plan.changefeeds[*i].clone()).collect();
+    if !plan.table_counts.is_empty() {
+        p.table_counts = keep.iter().map(|i| plan.table_counts[*i]).collect();
+    }
+    Some(p)
+}
+
+/// The plan without the nodes no event names, keeping three.
+fn drop_unnamed_nodes(plan: &Plan) -> Option<Plan> {
+    let names = named(plan);
+    let mut keep: Vec<String> = plan
+        .nodes
+        .iter()
+        .filter(|n| **n == plan.nodes[0] || names.contains(&format!("\"{n}\"")))
+        .cloned()
+        .collect();
+    for n in &plan.nodes {
+        if keep.len() >= 3 {
+            break;
+        }
+        if !keep.contains(n) {
+            keep.push(n.clone());
+        }
+    }
+    let keep: Vec<String> = plan
+        .nodes
+        .iter()
+        .filter(|n| keep.contains(n))
+        .cloned()
+        .collect();
+    if keep.len() == plan.nodes.len() {
+        return None;
+    }
+    let mut p = plan.clone();
+    p.nodes = keep;
+    Some(p)
 }
 
 /// Halves a fault's count or duration; false when it is already minimal.
@@ -1361,6 +1614,40 @@ mod tests {
             Plan::generate(1, Profile::Fix),
             Plan::generate(2, Profile::Fix)
         );
+    }
+
+    #[test]
+    fn a_large_plan_stays_in_the_envelope_and_replays() {
+        for seed in 0..200 {
+            let p = Plan::generate_sized(seed, Profile::Hardened, Size::Large);
+            assert_eq!(
+                p,
+                Plan::generate_sized(seed, Profile::Hardened, Size::Large)
+            );
+            assert!(
+                (3..=LARGE_NODES as usize).contains(&p.nodes.len()),
+                "seed {seed}"
+            );
+            assert!((1..=LARGE_CHANGEFEEDS as usize).contains(&p.changefeeds.len()));
+            assert_eq!(p.table_counts.len(), p.changefeeds.len());
+            assert!(p.table_counts.iter().all(|c| *c >= 1));
+            let total = p.total_tables();
+            assert!(
+                (LARGE_BIGGEST..=LARGE_TABLES).contains(&total),
+                "seed {seed}: {total}"
+            );
+            assert!(*p.table_counts.iter().max().unwrap() as u64 >= LARGE_BIGGEST);
+            // The small class of a seed is what it always was.
+            assert_eq!(
+                Plan::generate_sized(seed, Profile::Hardened, Size::Small),
+                Plan::generate(seed, Profile::Hardened)
+            );
+        }
+        let p = Plan::generate_sized(7, Profile::Hardened, Size::Large);
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+        let q = smaller(&p).expect("halvable");
+        assert!(q.total_tables() < p.total_tables());
     }
 
     #[test]
