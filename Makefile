@@ -11,7 +11,7 @@ JOBS ?=
 FULL ?=
 CHAOS_RUN_FLAGS = $(if $(JOBS),-j $(JOBS)) $(if $(FULL),--full)
 
-.PHONY: mutants-unit explore-nightly all setup packages test unit fresh-check chaos bench bench-catalog reap up fmt lint clippy sim \
+.PHONY: mutants-unit explore-nightly all setup packages test unit fresh-check chaos bench bench-scale bench-catalog reap up fmt lint clippy sim \
 	actionlint nightly-shard nightly-merge nightly-local mutants explore
 
 all: test
@@ -78,6 +78,14 @@ bench: setup
 	@$(CARGO) bench -p cdc-system --bench message_center --locked
 	@echo "==> cargo bench -p reports --bench render (a 30-minute, 10,000-sample run rendered; budget < 2 s, < 5 MB)"
 	@$(CARGO) bench -p reports --bench render --locked
+
+## bench-scale: the control plane's cost curve on the simulator (a benchmark, no Docker):
+## tables 10^2..10^6, changefeeds 10..10^4, nodes 3..100; the growth exponent of each event's
+## cost, reports/out/bench-scale.json, and its entry in docs/measurements.md.
+## BENCH_SCALE_PROFILE=fix, BENCH_SCALE_MAX_TABLES=100000 tune it.
+bench-scale:
+	@echo "==> cargo bench -p harness --bench scale (release build; each shape in a process of its own)"
+	@BENCH_SCALE_DOC=docs/measurements.md $(CARGO) bench -p harness --bench scale --locked
 
 ## bench-catalog: the whole catalog as a benchmark (not a test): per-run verdict, wall time,
 ## mode and -j in reports/out/bench-catalog.json, totals printed. JOBS= and FULL=1 as for chaos.

@@ -138,6 +138,16 @@ impl Message {
         self.into()
     }
 
+    /// How many table names the message carries when serialized.
+    pub fn table_names(&self) -> usize {
+        match self {
+            Message::AddMaintainer { config, .. } => config.tables.len(),
+            Message::BootstrapRequest { config, tables, .. } => config.tables.len() + tables.len(),
+            Message::BootstrapResponse { tables, .. } => tables.len(),
+            _ => 0,
+        }
+    }
+
     pub fn changefeed(&self) -> Option<&str> {
         match self {
             Message::AddMaintainer { changefeed, .. }

@@ -238,12 +238,28 @@ pub fn report(inputs: &[PathBuf], history: &[PathBuf], out: &Path) -> ExitCode {
     }
 }
 
-/// `chaos measured`: the dated measurements entry of a summary.json or a
-/// matrix.json, printed, and with `write` added to that file.
+/// The dated measurements entry of a measured file: `make bench-scale`'s
+/// report, or what [`reports::measurements::entry_of_file`] reads.
+fn entry_of_file(file: &Path, date: &str) -> anyhow::Result<(&'static str, String)> {
+    use cdc_system::sim::scale;
+    let scale = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| serde_json::from_str::<scale::ScaleReport>(&t).ok());
+    if let Some(r) = scale {
+        return Ok((scale::HEADING, scale::entry(&r, date)));
+    }
+    reports::measurements::entry_of_file(file, date).map_err(|e| {
+        anyhow::anyhow!("{e:#} (or `make bench-scale`'s reports/out/bench-scale.json)")
+    })
+}
+
+/// `chaos measured`: the dated measurements entry of a summary.json, a
+/// matrix.json or a bench-scale.json, printed, and with `write` added to
+/// that file.
 pub fn measured(file: &Path, write: Option<&Path>) -> ExitCode {
     use reports::measurements;
     let date = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    let (heading, entry) = match measurements::entry_of_file(file, &date) {
+    let (heading, entry) = match entry_of_file(file, &date) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -141,6 +141,14 @@ impl Maintainer {
             .collect()
     }
 
+    /// Bootstrapped, and every configured table placed on a node that
+    /// answered for it (what a settled changefeed needs of its maintainer).
+    pub fn scheduled(&self) -> bool {
+        self.bootstrap_done
+            && self.awaiting.is_empty()
+            && self.assignment.values().map(Vec::len).sum::<usize>() >= self.config.tables.len()
+    }
+
     pub fn status(&self) -> MaintainerStatus {
         MaintainerStatus {
             changefeed: self.changefeed.clone(),
