@@ -2,7 +2,8 @@
 //! (no Docker). Three sweeps, each varying one axis from a base shape:
 //! tables 10^2..10^6 (10 changefeeds, 5 nodes), changefeeds 10..10^4
 //! (10,000 tables, 5 nodes) and nodes 3..100 (10,000 tables, 10
-//! changefeeds). Each shape runs in a process of its own (its peak RSS is
+//! changefeeds), and tables 10^4..10^6 again at the envelope's corner
+//! (1,000 changefeeds, 100 nodes). Each shape runs in a process of its own (its peak RSS is
 //! that process's VmHWM) through `cdc_system::sim::scale::measure`: the
 //! simulated time, wall time, messages and table names on the wire of a
 //! creation, a steady phase, a coordinator switch, a node loss, a move and
@@ -64,6 +65,13 @@ fn sweeps() -> Vec<(Axis, Vec<Shape>)> {
             Axis::Nodes,
             [3, 10, 30, 100].map(|n| shape(10_000, 10, n)).to_vec(),
         ),
+        // The envelope's corner: a thousand changefeeds on a hundred nodes.
+        (
+            Axis::Tables,
+            [10_000, 100_000, 1_000_000]
+                .map(|t| shape(t, 1_000, 100))
+                .to_vec(),
+        ),
     ]
 }
 
@@ -120,11 +128,12 @@ fn print_point(p: &Point) {
         .iter()
         .map(|e| {
             format!(
-                "{} {}{:.1}s {}msg {}names {:.0}ms",
+                "{} {}{:.1}s {}msg ({} periodic) {}names {:.0}ms",
                 e.event,
                 if e.settled { "" } else { "UNSETTLED " },
                 e.settle_ms as f64 / 1e3,
                 e.messages,
+                e.periodic,
                 e.names,
                 e.wall_ms
             )

@@ -36,6 +36,17 @@ pub struct ChangefeedConfig {
     pub tables: std::sync::Arc<Vec<String>>,
 }
 
+fn config_without_tables<S: serde::Serializer>(
+    c: &ChangefeedConfig,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    ChangefeedConfig {
+        sink_uri: c.sink_uri.clone(),
+        tables: Default::default(),
+    }
+    .serialize(s)
+}
+
 /// A maintainer's report to the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MaintainerStatus {
@@ -97,6 +108,10 @@ pub enum Message {
         changefeed: ChangefeedId,
         epoch: u64,
         checkpoint_ts: u64,
+        /// On the wire without its table list: a node needs the sink, and
+        /// its share of the tables is `tables` (with the list, a bootstrap
+        /// of T tables on N nodes sent T x N names; `make bench-scale`).
+        #[serde(serialize_with = "config_without_tables")]
         config: ChangefeedConfig,
         /// The tables this node hosts (all of them is the maintainer's choice).
         tables: Vec<String>,
@@ -142,7 +157,7 @@ impl Message {
     pub fn table_names(&self) -> usize {
         match self {
             Message::AddMaintainer { config, .. } => config.tables.len(),
-            Message::BootstrapRequest { config, tables, .. } => config.tables.len() + tables.len(),
+            Message::BootstrapRequest { tables, .. } => tables.len(),
             Message::BootstrapResponse { tables, .. } => tables.len(),
             _ => 0,
         }
@@ -203,4 +218,50 @@ pub struct Envelope {
     pub from: NodeId,
     pub to: NodeId,
     pub msg: Message,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bootstrap request carries the node's share of the tables, not the
+    /// changefeed's whole list; an add request carries the list (its
+    /// maintainer schedules it).
+    #[test]
+    fn a_bootstrap_request_carries_only_its_share_of_the_tables() {
+        let config = ChangefeedConfig {
+            sink_uri: "kafka://k:9092/t".into(),
+            tables: std::sync::Arc::new((0..1000).map(|i| format!("db.t{i}")).collect()),
+        };
+        let req = Message::BootstrapRequest {
+            changefeed: "cf1".into(),
+            epoch: 2,
+            checkpoint_ts: 7,
+            config: config.clone(),
+            tables: vec!["db.t5".into()],
+        };
+        let wire = serde_json::to_string(&req).unwrap();
+        assert!(wire.contains("db.t5") && !wire.contains("db.t6"), "{wire}");
+        let Message::BootstrapRequest {
+            config: got,
+            tables,
+            ..
+        } = serde_json::from_str(&wire).unwrap()
+        else {
+            panic!("{wire}")
+        };
+        assert_eq!(got.sink_uri, config.sink_uri);
+        assert!(got.tables.is_empty() && tables == ["db.t5"]);
+        assert_eq!(req.table_names(), 1);
+        // Negative: the add request keeps the whole list.
+        let add = Message::AddMaintainer {
+            changefeed: "cf1".into(),
+            epoch: 2,
+            checkpoint_ts: 7,
+            config,
+        };
+        let wire = serde_json::to_string(&add).unwrap();
+        assert!(wire.contains("db.t999"));
+        assert_eq!(add.table_names(), 1000);
+    }
 }

@@ -255,6 +255,14 @@ impl DispatcherBackend for RealBackend {
         self.slots.lock().unwrap().contains_key(cf)
     }
 
+    fn idle(&self, cf: &str) -> bool {
+        self.slots
+            .lock()
+            .unwrap()
+            .get(cf)
+            .is_some_and(|s| s.tables.is_empty())
+    }
+
     fn watermark(&mut self, cf: &str, _now: u64) -> Option<u64> {
         let mut slots = self.slots.lock().unwrap();
         let s = slots.get_mut(cf)?;
