@@ -77,9 +77,9 @@ fn malformed_fixture_is_rejected_with_file_line_and_hint(
 }
 
 #[test]
-fn there_are_twenty_six_malformed_fixtures_each_with_a_distinct_error() {
+fn there_are_twenty_eight_malformed_fixtures_each_with_a_distinct_error() {
     let files = scenario::files_in(&malformed_dir()).unwrap();
-    assert_eq!(files.len(), 26);
+    assert_eq!(files.len(), 28);
     let mut messages: Vec<String> = files
         .iter()
         .map(|f| {

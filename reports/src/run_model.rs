@@ -53,6 +53,53 @@ pub struct Run {
     /// The combined verdict, filled after the checkers ran.
     #[serde(default)]
     pub verdict: Option<Verdict>,
+    /// Each container's resource use over the run, and the scenario's
+    /// ceilings for it.
+    #[serde(default, skip_serializing_if = "Resources::is_empty")]
+    pub resources: Resources,
+}
+
+/// Resource use sampled from Docker's stats, with the ceilings the
+/// *resources* checker judges.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    #[serde(default)]
+    pub ceilings: Ceilings,
+    /// In time order; one per container and sampling period.
+    #[serde(default)]
+    pub samples: Vec<ResourceSample>,
+}
+
+impl Resources {
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.ceilings == Ceilings::default()
+    }
+}
+
+/// A scenario's `[resources]`: what one CDC node container may use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ceilings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_rss_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_threads: Option<u64>,
+}
+
+/// One container's use at one instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    pub t_ms: u64,
+    /// The container's role name (`node-1`, `kafka`, ...).
+    pub container: String,
+    /// The node slot for CDC nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
+    /// Resident anonymous memory (the cgroup's `anon`, else its usage), kB.
+    pub rss_kb: u64,
+    /// CPU time used since the container started, ms.
+    pub cpu_ms: u64,
+    /// Threads (the cgroup's pids: every thread of every process).
+    pub threads: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -687,6 +734,7 @@ impl Run {
             checks: Vec::new(),
             logs: Vec::new(),
             verdict: None,
+            resources: Resources::default(),
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Timeline {
     pub faults: Vec<FaultRect>,
     pub lanes: Vec<Lane>,
     pub chart: Chart,
+    /// Resident memory and threads per container, below the lag (none when
+    /// the run sampled no resources).
+    pub resources: Vec<Chart>,
     pub ticks: Vec<Tick>,
     pub markers: Vec<Marker>,
     /// The users' operations, at the time they were answered.
@@ -152,6 +155,8 @@ pub struct Chart {
 #[derive(Debug, Serialize)]
 pub struct Polyline {
     pub changefeed: String,
+    /// The line's tooltip.
+    pub title: String,
     /// `x,y x,y ...` for the `points` attribute.
     pub points: String,
 }
@@ -290,7 +295,11 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
     }
     let chart_y = y + 4.0;
     let chart = chart(&axis, run, chart_y);
-    let plot_bottom = chart_y + CHART_H;
+    let mut plot_bottom = chart_y + CHART_H;
+    let resources = resource_charts(&axis, run, plot_bottom + LANE_GAP);
+    if let Some(last) = resources.last() {
+        plot_bottom = last.y + last.h;
+    }
     let mut faults: Vec<FaultRect> = run
         .faults
         .iter()
@@ -361,6 +370,7 @@ pub fn build(run_idx: usize, run: &Run) -> Timeline {
         faults,
         lanes,
         chart,
+        resources,
         ticks: ticks(&axis),
         markers,
         operations: operation_marks(&axis, run),
@@ -546,6 +556,7 @@ fn chart(axis: &Axis, run: &Run, y: f64) -> Chart {
                 .map(|(x, y)| format!("{x},{y}"))
                 .collect();
             Polyline {
+                title: format!("checkpoint lag of {cf}"),
                 changefeed: cf.clone(),
                 points: points.join(" "),
             }
@@ -559,6 +570,73 @@ fn chart(axis: &Axis, run: &Run, y: f64) -> Chart {
         max_label: format!("{max}"),
         lines,
     }
+}
+
+/// A chart of one value per container over time (`unit` on its label).
+fn series_chart(
+    axis: &Axis,
+    y: f64,
+    label: &str,
+    series: std::collections::BTreeMap<&str, Vec<(u64, u64)>>,
+) -> Chart {
+    let max = series
+        .values()
+        .flatten()
+        .map(|(_, v)| *v)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let lines = series
+        .into_iter()
+        .map(|(name, points)| {
+            let points: Vec<(f64, f64)> = points
+                .into_iter()
+                .map(|(t, v)| {
+                    (
+                        axis.x(t),
+                        round(y + CHART_H - CHART_H * v as f64 / max as f64),
+                    )
+                })
+                .collect();
+            let points: Vec<String> = downsample(points)
+                .into_iter()
+                .map(|(x, y)| format!("{x},{y}"))
+                .collect();
+            Polyline {
+                title: format!("{label} of {name}"),
+                changefeed: name.to_string(),
+                points: points.join(" "),
+            }
+        })
+        .collect();
+    Chart {
+        y,
+        h: CHART_H,
+        label: label.to_string(),
+        max_label: format!("{max}"),
+        lines,
+    }
+}
+
+/// Resident memory (MB) and threads per container, one chart each.
+fn resource_charts(axis: &Axis, run: &Run, y: f64) -> Vec<Chart> {
+    let samples = &run.resources.samples;
+    if samples.is_empty() {
+        return vec![];
+    }
+    let by = |f: fn(&crate::run_model::ResourceSample) -> u64| {
+        let mut m: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
+        for s in samples {
+            m.entry(s.container.as_str())
+                .or_default()
+                .push((s.t_ms, f(s)));
+        }
+        m
+    };
+    vec![
+        series_chart(axis, y, "resident memory (MB)", by(|s| s.rss_kb / 1024)),
+        series_chart(axis, y + CHART_H + LANE_GAP, "threads", by(|s| s.threads)),
+    ]
 }
 
 /// About ten ticks at round seconds.
@@ -606,6 +684,48 @@ mod tests {
         assert_eq!(a.x(40_000), LABEL_W + PLOT_W);
         assert_eq!(a.x(20_000), LABEL_W + PLOT_W / 2.0);
         assert_eq!(a.x(99_000), LABEL_W + PLOT_W, "clamped");
+    }
+
+    /// Resource samples draw two charts below the lag (memory, threads),
+    /// one line per container, and extend the plot; none without samples.
+    #[test]
+    fn resources_are_drawn_below_the_lag_per_container() {
+        use crate::run_model::{Bounds, ResourceSample};
+        let b = Bounds {
+            recover_ms: 1,
+            maintainer_bootstrap_ms: 1,
+            removal_only_ms: 1,
+        };
+        let mut run = Run::new("x", "hardened", 1, b);
+        let bare = build(0, &run);
+        assert!(bare.resources.is_empty());
+        for (t, c, mb, threads) in [
+            (1_000, "node-1", 100, 20),
+            (1_000, "kafka", 400, 90),
+            (3_000, "node-1", 300, 600),
+        ] {
+            run.resources.samples.push(ResourceSample {
+                t_ms: t,
+                container: c.into(),
+                node: c.strip_prefix("node-").map(|n| n.parse().unwrap()),
+                rss_kb: mb * 1024,
+                cpu_ms: 0,
+                threads,
+            });
+        }
+        let t = build(0, &run);
+        assert_eq!(t.resources.len(), 2);
+        let (mem, th) = (&t.resources[0], &t.resources[1]);
+        assert_eq!(mem.label, "resident memory (MB)");
+        assert_eq!(
+            (mem.max_label.as_str(), th.max_label.as_str()),
+            ("400", "600")
+        );
+        let names: Vec<&str> = th.lines.iter().map(|l| l.changefeed.as_str()).collect();
+        assert_eq!(names, ["kafka", "node-1"]);
+        assert!(mem.y > t.chart.y && th.y > mem.y);
+        assert_eq!(t.plot_bottom, th.y + th.h);
+        assert!(t.plot_bottom > bare.plot_bottom);
     }
 
     #[test]

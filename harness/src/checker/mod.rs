@@ -13,6 +13,7 @@ pub mod no_broken_maintainer;
 pub mod no_data_loss;
 pub mod operations;
 pub mod recovers;
+pub mod resources;
 pub mod single_coordinator;
 pub mod workload_floor;
 
@@ -88,6 +89,11 @@ pub const ALL: &[CheckerDef] = &[
     CheckerDef {
         name: workload_floor::NAME,
         check: workload_floor::check,
+        settles: Settles::AtTheEnd,
+    },
+    CheckerDef {
+        name: resources::NAME,
+        check: resources::check,
         settles: Settles::AtTheEnd,
     },
 ];

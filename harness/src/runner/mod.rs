@@ -8,7 +8,8 @@
 //! - the *nemesis* ([`nemesis`]) injects and heals faults, one
 //!   implementation per fault family;
 //! - the *observer* ([`observer`]) samples every node's API, etcd and the
-//!   upstream on a fixed period;
+//!   upstream on a fixed period, and the [`resources`] sampler every
+//!   container's memory, CPU and threads from Docker's stats;
 //! - [`provision`] creates tables, changefeeds and the workload, and
 //!   `verify` reads Kafka against the upstream at the end;
 //! - the *checkers* (`crate::checker`) judge the record afterwards, together
@@ -35,6 +36,7 @@ mod operate;
 mod operation;
 mod progress;
 pub mod provision;
+pub mod resources;
 mod target;
 mod verify;
 pub mod world;
@@ -88,6 +90,7 @@ pub async fn run(sc: &Scenario, profile: Profile, opts: &RunOptions) -> Run {
     let t0 = Instant::now();
     let mut run = Run::new(&sc.name, profile.as_str(), opts.seed, bounds(sc));
     run.changefeeds = sc.changefeeds.clone();
+    run.resources.ceilings = sc.resources;
     run.meta.git_revision = crate::provenance::git_revision();
     run.meta.images = crate::provenance::images();
     run.meta.mode = opts.mode;
@@ -188,6 +191,8 @@ struct Runner<'a> {
     w: World,
     run: Run,
     observer: Option<Observer>,
+    /// Docker's stats of every container (`run.json`'s `resources`).
+    sampler: Option<resources::Sampler>,
     rng: StdRng,
     /// Step id -> the node slot its target resolved to.
     resolved: HashMap<String, Slot>,
@@ -253,6 +258,7 @@ impl<'a> Runner<'a> {
             },
             run,
             observer: None,
+            sampler: None,
             rng: StdRng::seed_from_u64(opts.seed),
             resolved: HashMap::new(),
             open: OpenFaults::default(),
@@ -347,6 +353,11 @@ impl<'a> Runner<'a> {
                 .to_rfc3339();
         let period = self.sample_period();
         self.observer = Some(Observer::start(self.w.probe.clone(), self.w.clock, period));
+        self.sampler = resources::Sampler::start(
+            self.w.cluster.run_id().clone(),
+            self.w.clock,
+            resources::PERIOD,
+        );
         Ok(())
     }
 
@@ -522,6 +533,9 @@ impl<'a> Runner<'a> {
             None => Vec::new(),
         };
         self.run.samples = samples;
+        if let Some(s) = self.sampler.take() {
+            self.run.resources.samples = s.finish().await;
+        }
         self.say(format_args!(
             "observation ended: {} samples; verifying Kafka against the upstream",
             self.run.samples.len()

@@ -34,6 +34,9 @@ pub(crate) struct RawHeader {
     changefeeds: Vec<Spanned<RawChangefeed>>,
     expect: Spanned<RawExpect>,
     deadlines: Spanned<RawDeadlines>,
+    /// Ceilings on what a CDC node container may use (the *resources* checker).
+    #[serde(default)]
+    resources: RawResources,
     /// The mutants this scenario claims to catch (the mutant matrix).
     #[serde(default)]
     catches: Vec<Spanned<String>>,
@@ -87,6 +90,16 @@ struct RawDeadlines {
     removal_only: Dur,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawResources {
+    node_rss_mb: Option<Spanned<u64>>,
+    node_threads: Option<Spanned<u64>>,
+}
+
+/// The highest `resources.node_rss_mb`: this machine class's memory (24 GiB).
+pub const MAX_NODE_RSS_MB: u64 = 24 * 1024;
+
 fn default_bootstrap() -> Dur {
     Dur(Duration::from_secs(30))
 }
@@ -105,6 +118,7 @@ pub(crate) struct Header {
     pub expect: BTreeMap<Profile, Expected>,
     pub failing_checkers: Vec<String>,
     pub deadlines: Deadlines,
+    pub resources: crate::run_model::Ceilings,
     pub catches: Vec<String>,
 }
 
@@ -305,6 +319,39 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         removal_only: rd.removal_only.0,
     };
 
+    // resources
+    let rr = raw.resources;
+    for (what, v, hint) in [
+        ("node_rss_mb", &rr.node_rss_mb, "e.g. node_rss_mb = 1024"),
+        ("node_threads", &rr.node_threads, "e.g. node_threads = 256"),
+    ] {
+        if let Some(v) = v.as_ref().filter(|v| *v.get_ref() == 0) {
+            errors.add(
+                v.span().start,
+                format!("resources.{what} is zero: no node could run under it"),
+                format!("give a positive ceiling ({hint}) or leave the key out"),
+            );
+        }
+    }
+    if let Some(v) = rr
+        .node_rss_mb
+        .as_ref()
+        .filter(|v| *v.get_ref() > MAX_NODE_RSS_MB)
+    {
+        errors.add(
+            v.span().start,
+            format!(
+                "resources.node_rss_mb = {} is above this machine's memory ({MAX_NODE_RSS_MB} MB): it could never fail",
+                v.get_ref()
+            ),
+            format!("give at most {MAX_NODE_RSS_MB}, or leave the key out for no ceiling"),
+        );
+    }
+    let resources = crate::run_model::Ceilings {
+        node_rss_mb: rr.node_rss_mb.map(|v| v.into_inner()),
+        node_threads: rr.node_threads.map(|v| v.into_inner()),
+    };
+
     Header {
         name,
         description: raw.description,
@@ -321,6 +368,7 @@ pub(crate) fn check(raw: RawHeader, doc: &DeTable<'_>, errors: &mut Errors<'_>) 
         expect,
         failing_checkers,
         deadlines,
+        resources,
         catches,
     }
 }

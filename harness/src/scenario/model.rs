@@ -24,6 +24,8 @@ pub struct Scenario {
     /// Checkers that must be among the failing ones where `fail` is expected.
     pub failing_checkers: Vec<String>,
     pub deadlines: Deadlines,
+    /// `[resources]`: ceilings a CDC node container must stay under.
+    pub resources: crate::run_model::Ceilings,
     /// The mutants this scenario claims to catch (`catches`, the mutant matrix).
     pub catches: Vec<String>,
     /// Open faults are healed after the last step unless this is false.

@@ -59,6 +59,7 @@ pub fn parse_str(file: &Path, text: &str) -> Result<Scenario, ScenarioErrors> {
         expect: header.expect,
         failing_checkers: header.failing_checkers,
         deadlines: header.deadlines,
+        resources: header.resources,
         catches: header.catches,
         heal_at_end: header.heal_at_end,
         steps,
