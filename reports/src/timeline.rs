@@ -618,12 +618,20 @@ fn series_chart(
     }
 }
 
-/// Resident memory (MB) and threads per container, one chart each.
+/// Resident memory (MB) and threads per CDC node container, one chart
+/// each (the ceilings' subject; Kafka's JVM would flatten them, and its
+/// figures stay in `run.json`).
 fn resource_charts(axis: &Axis, run: &Run, y: f64) -> Vec<Chart> {
-    let samples = &run.resources.samples;
+    let samples: Vec<_> = run
+        .resources
+        .samples
+        .iter()
+        .filter(|s| s.node.is_some())
+        .collect();
     if samples.is_empty() {
         return vec![];
     }
+    let samples = &samples;
     let by = |f: fn(&crate::run_model::ResourceSample) -> u64| {
         let mut m: std::collections::BTreeMap<&str, Vec<(u64, u64)>> = Default::default();
         for s in samples {
@@ -634,8 +642,13 @@ fn resource_charts(axis: &Axis, run: &Run, y: f64) -> Vec<Chart> {
         m
     };
     vec![
-        series_chart(axis, y, "resident memory (MB)", by(|s| s.rss_kb / 1024)),
-        series_chart(axis, y + CHART_H + LANE_GAP, "threads", by(|s| s.threads)),
+        series_chart(axis, y, "node memory (MB)", by(|s| s.rss_kb / 1024)),
+        series_chart(
+            axis,
+            y + CHART_H + LANE_GAP,
+            "node threads",
+            by(|s| s.threads),
+        ),
     ]
 }
 
@@ -687,7 +700,8 @@ mod tests {
     }
 
     /// Resource samples draw two charts below the lag (memory, threads),
-    /// one line per container, and extend the plot; none without samples.
+    /// one line per node container, and extend the plot; none without
+    /// samples.
     #[test]
     fn resources_are_drawn_below_the_lag_per_container() {
         use crate::run_model::{Bounds, ResourceSample};
@@ -716,13 +730,14 @@ mod tests {
         let t = build(0, &run);
         assert_eq!(t.resources.len(), 2);
         let (mem, th) = (&t.resources[0], &t.resources[1]);
-        assert_eq!(mem.label, "resident memory (MB)");
+        assert_eq!(mem.label, "node memory (MB)");
+        // Kafka (400 MB, 90 threads) is not drawn.
         assert_eq!(
             (mem.max_label.as_str(), th.max_label.as_str()),
-            ("400", "600")
+            ("300", "600")
         );
         let names: Vec<&str> = th.lines.iter().map(|l| l.changefeed.as_str()).collect();
-        assert_eq!(names, ["kafka", "node-1"]);
+        assert_eq!(names, ["node-1"]);
         assert!(mem.y > t.chart.y && th.y > mem.y);
         assert_eq!(t.plot_bottom, th.y + th.h);
         assert!(t.plot_bottom > bare.plot_bottom);
