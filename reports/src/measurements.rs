@@ -111,7 +111,14 @@ pub fn insert(doc: &str, heading: &str, entry: &str) -> Result<String> {
     let rest = &doc[body..];
     let skip = rest.len() - rest.trim_start_matches('\n').len();
     let split = body + skip;
-    Ok(format!("{}{entry}\n{}", &doc[..split], &doc[split..]))
+    // The first entry of an empty section keeps a blank line before the
+    // next heading.
+    let gap = if doc[split..].starts_with('#') {
+        "\n"
+    } else {
+        ""
+    };
+    Ok(format!("{}{entry}\n{gap}{}", &doc[..split], &doc[split..]))
 }
 
 /// Reads a measured file (`summary.json` or `matrix.json`), renders its
@@ -196,6 +203,13 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("## `make test`\n\n- old test\n"), "{out}");
+        // The first entry of an empty section, before the next heading.
+        let empty = "# M\n\n## `make bench-scale`\n\n## `make setup`\n";
+        let out = insert(empty, "## `make bench-scale`", "- new").unwrap();
+        assert_eq!(
+            out,
+            "# M\n\n## `make bench-scale`\n\n- new\n\n## `make setup`\n"
+        );
         let e = insert("# M\n", MUTANTS_HEADING, "- x")
             .unwrap_err()
             .to_string();

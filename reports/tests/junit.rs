@@ -18,8 +18,8 @@ fn passing_run_has_a_case_per_checker_and_no_failure() {
     assert_eq!(doc_counts(&xml), (run.checks.len(), 0, 0, 0), "{xml}");
     // One per checker: recovers, no-broken-maintainer, no-data-loss,
     // checkpoint-monotonic, single-coordinator, operations, faults-bit,
-    // workload-floor.
-    assert_eq!(run.checks.len(), 8);
+    // workload-floor, resources.
+    assert_eq!(run.checks.len(), 9);
 }
 
 #[test]
@@ -72,8 +72,8 @@ fn errors_and_inconclusive_are_classed() {
     run.checks[2].summary = "the fault did not bite".into();
     run.meta.harness_error = Some("kafka did not start".into());
     let xml = reports::junit::render(&[run]);
-    // 8 checkers + the `run` case of the harness error.
-    assert_eq!(doc_counts(&xml), (9, 1, 2, 1), "{xml}");
+    // 9 checkers + the `run` case of the harness error.
+    assert_eq!(doc_counts(&xml), (10, 1, 2, 1), "{xml}");
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let types: Vec<&str> = doc
         .descendants()
