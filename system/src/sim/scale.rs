@@ -145,6 +145,20 @@ fn table_lists(shape: Shape) -> Vec<(String, Arc<Vec<String>>)> {
         .collect()
 }
 
+/// Creates every changefeed of `lists` at once, from ts 0.
+fn create_all(sim: &mut Sim, lists: &[(String, Arc<Vec<String>>)]) {
+    for (cf, tables) in lists {
+        sim.operate(&Operation::Create {
+            changefeed: cf.clone(),
+            start_ts: 0,
+            config: ChangefeedConfig {
+                sink_uri: "kafka://k:9092/t".into(),
+                tables: tables.clone(),
+            },
+        });
+    }
+}
+
 /// Whether every changefeed of `cfs` is normal and replicates on a
 /// running node whose maintainer of its epoch bootstrapped and placed
 /// every table on running nodes that answered; the coordinator has
@@ -246,16 +260,7 @@ pub fn measure(shape: Shape, profile: Profile) -> Point {
     let settle = |sim: &mut Sim, cfs: &[String]| sim.run_until(SETTLE_CAP_MS, |s| settled(s, cfs));
 
     let m = Meter::start(&sim);
-    for (cf, tables) in &lists {
-        sim.operate(&Operation::Create {
-            changefeed: cf.clone(),
-            start_ts: 0,
-            config: ChangefeedConfig {
-                sink_uri: "kafka://k:9092/t".into(),
-                tables: tables.clone(),
-            },
-        });
-    }
+    create_all(&mut sim, &lists);
     let ok = settle(&mut sim, &cfs);
     events.push(m.stop(&sim, Event::Create, ok));
 
@@ -614,16 +619,7 @@ mod tests {
         let mut sim = Sim::new(cfg, &["N1", "N2", "N3"]);
         sim.run_for(1_000);
         let lists = table_lists(shape);
-        for (cf, tables) in &lists {
-            sim.operate(&Operation::Create {
-                changefeed: cf.clone(),
-                start_ts: 0,
-                config: ChangefeedConfig {
-                    sink_uri: "kafka://k:9092/t".into(),
-                    tables: tables.clone(),
-                },
-            });
-        }
+        create_all(&mut sim, &lists);
         let cfs: Vec<String> = lists.iter().map(|(cf, _)| cf.clone()).collect();
         assert!(sim.run_until(SETTLE_CAP_MS, |s| settled(s, &cfs)));
         sim.crash("N3");
