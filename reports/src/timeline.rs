@@ -531,57 +531,44 @@ fn chart(axis: &Axis, run: &Run, y: f64) -> Chart {
             c.upstream_commit_ts.saturating_sub(c.checkpoint_ts)
         }
     };
-    let max = run
-        .samples
-        .iter()
-        .flat_map(|s| s.changefeeds.iter().map(lag))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let lines = run
+    let series = run
         .changefeeds
         .iter()
         .map(|cf| {
-            let points: Vec<(f64, f64)> = run
+            let points = run
                 .samples
                 .iter()
                 .filter_map(|s| {
                     let c = s.changefeeds.iter().find(|c| &c.name == cf)?;
-                    let py = round(y + CHART_H - CHART_H * lag(c) as f64 / max as f64);
-                    Some((axis.x(s.t_ms), py))
+                    Some((s.t_ms, lag(c)))
                 })
                 .collect();
-            let points: Vec<String> = downsample(points)
-                .into_iter()
-                .map(|(x, y)| format!("{x},{y}"))
-                .collect();
-            Polyline {
-                title: format!("checkpoint lag of {cf}"),
-                changefeed: cf.clone(),
-                points: points.join(" "),
-            }
+            (cf.as_str(), points)
         })
         .collect();
     let unit = if by_ms { "ms" } else { "commit ts" };
-    Chart {
+    series_chart(
+        axis,
         y,
-        h: CHART_H,
-        label: format!("checkpoint lag ({unit})"),
-        max_label: format!("{max}"),
-        lines,
-    }
+        &format!("checkpoint lag ({unit})"),
+        "checkpoint lag",
+        series,
+    )
 }
 
-/// A chart of one value per container over time (`unit` on its label).
+/// A chart of one line per series (a changefeed, a container) of (t_ms,
+/// value) points, scaled to the highest value; each line's tooltip is
+/// `<what> of <name>`.
 fn series_chart(
     axis: &Axis,
     y: f64,
     label: &str,
-    series: std::collections::BTreeMap<&str, Vec<(u64, u64)>>,
+    what: &str,
+    series: Vec<(&str, Vec<(u64, u64)>)>,
 ) -> Chart {
     let max = series
-        .values()
-        .flatten()
+        .iter()
+        .flat_map(|(_, p)| p)
         .map(|(_, v)| *v)
         .max()
         .unwrap_or(0)
@@ -603,7 +590,7 @@ fn series_chart(
                 .map(|(x, y)| format!("{x},{y}"))
                 .collect();
             Polyline {
-                title: format!("{label} of {name}"),
+                title: format!("{what} of {name}"),
                 changefeed: name.to_string(),
                 points: points.join(" "),
             }
@@ -639,14 +626,16 @@ fn resource_charts(axis: &Axis, run: &Run, y: f64) -> Vec<Chart> {
                 .or_default()
                 .push((s.t_ms, f(s)));
         }
-        m
+        m.into_iter().collect::<Vec<_>>()
     };
+    let (mem, threads) = ("node memory (MB)", "node threads");
     vec![
-        series_chart(axis, y, "node memory (MB)", by(|s| s.rss_kb / 1024)),
+        series_chart(axis, y, mem, mem, by(|s| s.rss_kb / 1024)),
         series_chart(
             axis,
             y + CHART_H + LANE_GAP,
-            "node threads",
+            threads,
+            threads,
             by(|s| s.threads),
         ),
     ]
