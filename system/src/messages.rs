@@ -74,7 +74,8 @@ pub struct MaintainerStatus {
         strum::IntoStaticStr,
         strum::Display,
         strum::VariantNames,
-        strum::EnumIter
+        strum::EnumIter,
+        strum::EnumCount
     )
 )]
 pub enum Message {

@@ -209,10 +209,7 @@ struct Meter {
 const PERIODIC: [MessageKind; 2] = [MessageKind::HeartBeat, MessageKind::MaintainerStatuses];
 
 fn periodic(sim: &Sim) -> u64 {
-    PERIODIC
-        .iter()
-        .map(|k| sim.wire.messages.get(k).copied().unwrap_or(0))
-        .sum()
+    PERIODIC.iter().map(|k| sim.wire.of(*k)).sum()
 }
 
 impl Meter {
